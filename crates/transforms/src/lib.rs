@@ -1,0 +1,1 @@
+//! Image decoders, Pillow-exact transforms and batch buffers for dataloader-rs.
