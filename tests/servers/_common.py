@@ -1,0 +1,120 @@
+"""Shared helpers of the test servers: free ports, unique names, readiness polling, subprocesses."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "ALLOW_MISSING_ENV",
+    "ManagedProcess",
+    "ServiceUnavailable",
+    "free_port",
+    "missing_services_allowed",
+    "unique_name",
+    "wait_for_http",
+]
+
+#: Set to ``1`` to let tests skip (instead of fail) when a service is not installed.
+ALLOW_MISSING_ENV = "DLRS_ALLOW_MISSING_SERVICES"
+
+_names = itertools.count()
+
+
+class ServiceUnavailable(RuntimeError):
+    """A service's software is not installed (see ``scripts/install-test-services.sh``)."""
+
+
+def missing_services_allowed() -> bool:
+    """Whether ``DLRS_ALLOW_MISSING_SERVICES=1`` is set."""
+    return os.environ.get(ALLOW_MISSING_ENV, "") == "1"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for servers that cannot bind port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def unique_name(prefix: str = "dlrs") -> str:
+    """A bucket/container name unique in this run: lower-case letters, digits and dashes."""
+    return f"{prefix}-{next(_names)}-{uuid.uuid4().hex[:8]}"
+
+
+def wait_for_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Polls ``url`` until any HTTP answer comes (an error status counts as up).
+
+    Raises RuntimeError if ``process`` exits first or nothing answers within ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with status {process.returncode} before serving {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                resp.read()
+            return
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"nothing answered at {url} within {timeout} s")
+        time.sleep(0.05)
+
+
+class ManagedProcess:
+    """A server subprocess whose output goes to a log file; :meth:`stop` ends and reaps it."""
+
+    def __init__(self, argv: Sequence[str], name: str, cwd: str | None = None) -> None:
+        self.argv = list(argv)
+        self.name = name
+        self._log = tempfile.NamedTemporaryFile(prefix=f"dlrs-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+        self.log_path = Path(self._log.name)
+        self.process = subprocess.Popen(  # noqa: S603 - fixed argv of a local test server
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds; waits for the exit (idempotent)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout)
+        self._log.close()
+        try:
+            self.log_path.unlink()
+        except OSError:
+            pass

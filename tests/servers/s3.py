@@ -1,0 +1,189 @@
+"""A local S3: moto's ``ThreadedMotoServer`` on 127.0.0.1, with boto3 helpers and client options.
+
+moto refuses unsigned reads, so a client must be given (dummy) credentials: :meth:`S3TestServer.options`
+and :meth:`S3TestServer.env` carry them.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ._common import ServiceUnavailable, unique_name
+
+__all__ = ["S3TestServer", "s3_server"]
+
+
+class S3TestServer:
+    """moto's S3 on ``127.0.0.1`` at a free port.
+
+    moto keeps its state per process: two servers in one process see the same buckets, so use
+    :meth:`create_bucket` without a name (unique names) in tests.
+    """
+
+    region = "us-east-1"
+    access_key_id = "testing"
+    secret_access_key = "testing"
+
+    def __init__(self) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._moto: Any = None
+        self._client: Any = None
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+
+    # ----------------------------------------------------------------- life cycle
+
+    def start(self) -> S3TestServer:
+        try:
+            import boto3  # noqa: F401
+            from moto.server import ThreadedMotoServer
+        except ImportError as exc:
+            raise ServiceUnavailable(
+                f"moto[server]/boto3 not installed ({exc}); run scripts/install-test-services.sh"
+            ) from exc
+        if self._moto is not None:
+            raise RuntimeError("server already started")
+        moto = ThreadedMotoServer(ip_address=self.host, port=0, verbose=False)
+        moto.start()
+        self._moto = moto
+        self.port = int(moto.get_host_and_port()[1])
+        self._track_connections(moto._server)
+        return self
+
+    def _track_connections(self, wsgi_server: Any) -> None:
+        # Keep-alive connections hold their handler thread until the client closes them; note
+        # the sockets so that stop() can shut them down and join every thread.
+        process_request = wsgi_server.process_request
+        conns, lock = self._conns, self._conns_lock
+
+        def tracked(request: socket.socket, client_address: Any) -> None:
+            with lock:
+                conns.add(request)
+            process_request(request, client_address)
+
+        shutdown_request = wsgi_server.shutdown_request
+
+        def untracked(request: socket.socket) -> None:
+            with lock:
+                conns.discard(request)
+            shutdown_request(request)
+
+        wsgi_server.process_request = tracked
+        wsgi_server.shutdown_request = untracked
+
+    def stop(self) -> None:
+        """Stops the server, shuts open connections down and joins every server thread."""
+        moto, self._moto = self._moto, None
+        if moto is None:
+            return
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        wsgi_server = moto._server
+        moto.stop()  # stops serve_forever and joins the serving thread
+        with self._conns_lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        wsgi_server.server_close()  # closes the listening socket and joins the handler threads
+
+    def __enter__(self) -> S3TestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._moto is not None
+
+    # ----------------------------------------------------------------- client side
+
+    @property
+    def endpoint(self) -> str:
+        """``http://127.0.0.1:<port>``"""
+        return f"http://{self.host}:{self.port}"
+
+    def options(self) -> dict[str, str]:
+        """object_store options (``AmazonS3ConfigKey`` names) for ``s3://<bucket>/...`` URLs."""
+        return {
+            "aws_endpoint": self.endpoint,
+            "aws_allow_http": "true",
+            "aws_access_key_id": self.access_key_id,
+            "aws_secret_access_key": self.secret_access_key,
+            "aws_region": self.region,
+        }
+
+    def env(self) -> dict[str, str]:
+        """The same settings as environment variables (as object_store's ``from_env`` reads them)."""
+        return {
+            "AWS_ENDPOINT": self.endpoint,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+        }
+
+    @staticmethod
+    def url(bucket: str, key: str = "") -> str:
+        """``s3://<bucket>/<key>``"""
+        return f"s3://{bucket}/{key}"
+
+    @property
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (made once, closed by :meth:`stop`)."""
+        if self._moto is None:
+            raise RuntimeError("server not started")
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.session.Session().client(
+                "s3",
+                endpoint_url=self.endpoint,
+                aws_access_key_id=self.access_key_id,
+                aws_secret_access_key=self.secret_access_key,
+                region_name=self.region,
+                config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
+            )
+        return self._client
+
+    def create_bucket(self, name: str | None = None) -> str:
+        """Creates a bucket (a unique name if none is given) and returns its name."""
+        name = name or unique_name("dlrs-s3")
+        self.client.create_bucket(Bucket=name)
+        return name
+
+    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+        self.client.put_object(Bucket=bucket, Key=key, Body=body)
+
+    def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:
+        for key, body in objects.items():
+            self.put_object(bucket, key, body)
+
+    def get_object(self, bucket: str, key: str) -> bytes:
+        resp = self.client.get_object(Bucket=bucket, Key=key)
+        with resp["Body"] as body:
+            return bytes(body.read())
+
+
+class s3_server:  # noqa: N801 - used like a function: `with s3_server() as srv:`
+    """Context manager: ``with s3_server() as server:`` starts an :class:`S3TestServer` and stops it."""
+
+    def __init__(self) -> None:
+        self._server = S3TestServer()
+
+    def __enter__(self) -> S3TestServer:
+        return self._server.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.stop()
