@@ -1,0 +1,414 @@
+//! `FileDataset`: item i is the content of a file, read on tokio's blocking pool.
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::error::Error;
+use crate::retry::{self, Failure, RetryOptions};
+use crate::template::{Column, Target, Template};
+
+/// The options of a [`FileDataset`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileOptions {
+    /// The time one attempt may take (`None`, the default: no limit). An attempt over it is
+    /// abandoned (the read itself cannot be cancelled and finishes on the blocking pool).
+    pub timeout: Option<Duration>,
+    /// Retries of attempts over `timeout` and of the I/O errors `TimedOut`, `Interrupted` and
+    /// `WouldBlock`. Default 0 retries, 0.1 s, 5 s.
+    pub retry: RetryOptions,
+    /// The largest file accepted. Default 64 MiB.
+    pub max_bytes: u64,
+}
+
+impl Default for FileOptions {
+    fn default() -> Self {
+        FileOptions {
+            timeout: None,
+            retry: RetryOptions::with_retries(0),
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Item i is the content of the i-th path (from a list or a template).
+#[derive(Clone)]
+pub struct FileDataset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    paths: Paths,
+    options: FileOptions,
+}
+
+enum Paths {
+    List(Vec<PathBuf>),
+    Template(Locations),
+}
+
+impl std::fmt::Debug for FileDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileDataset")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FileDataset {
+    /// A dataset of the contents of `paths`.
+    pub fn new(paths: Vec<PathBuf>, options: FileOptions) -> Result<FileDataset, Error> {
+        Ok(FileDataset {
+            inner: Arc::new(Inner {
+                paths: Paths::List(paths),
+                options,
+            }),
+        })
+    }
+
+    /// A dataset of the contents of the paths made from `template` (see [`crate::template`]).
+    pub fn from_template(
+        template: &str,
+        columns: Vec<(String, Column)>,
+        length: Option<usize>,
+        options: FileOptions,
+    ) -> Result<FileDataset, Error> {
+        let template = Template::new(template, columns, length, Target::Path)?;
+        Ok(FileDataset {
+            inner: Arc::new(Inner {
+                paths: Paths::Template(Locations::Template(template)),
+                options,
+            }),
+        })
+    }
+
+    /// The options given.
+    pub fn options(&self) -> &FileOptions {
+        &self.inner.options
+    }
+}
+
+impl Inner {
+    fn path(&self, index: u64) -> Result<PathBuf, Error> {
+        match &self.paths {
+            Paths::List(paths) => usize::try_from(index)
+                .ok()
+                .and_then(|i| paths.get(i))
+                .cloned()
+                .ok_or(Error::IndexOutOfRange {
+                    index,
+                    len: paths.len(),
+                }),
+            Paths::Template(locations) => Ok(PathBuf::from(locations.get(index)?.into_owned())),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match &self.paths {
+            Paths::List(paths) => paths.len(),
+            Paths::Template(locations) => locations.len(),
+        }
+    }
+}
+
+impl Dataset for FileDataset {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let path = Arc::new(inner.path(index)?);
+            let max_bytes = inner.options.max_bytes;
+            retry::run(
+                inner.options.retry,
+                inner.options.timeout,
+                || path.display().to_string(),
+                |_| {
+                    let path = path.clone();
+                    async move {
+                        let read =
+                            tokio::task::spawn_blocking(move || read_capped(&path, max_bytes));
+                        match read.await {
+                            Ok(result) => result,
+                            Err(join) => Err(Failure::Fatal(Error::Runtime(format!(
+                                "the file read did not finish: {join}"
+                            )))),
+                        }
+                    }
+                },
+            )
+            .await
+        })
+    }
+}
+
+/// Reads `path` whole, refusing more than `max_bytes` (from its metadata, then while reading).
+fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
+    let io_failure = |e: io::Error| {
+        let transient = matches!(
+            e.kind(),
+            io::ErrorKind::TimedOut | io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+        );
+        let error = Error::io(&path.display().to_string(), e);
+        if transient {
+            Failure::transient(error)
+        } else {
+            Failure::Fatal(error)
+        }
+    };
+    let too_large = |size| {
+        Failure::Fatal(Error::TooLarge {
+            location: path.display().to_string(),
+            limit: max_bytes,
+            size,
+        })
+    };
+    let mut file = std::fs::File::open(path).map_err(io_failure)?;
+    let metadata = file.metadata().map_err(io_failure)?;
+    if metadata.is_dir() {
+        return Err(io_failure(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        )));
+    }
+    let size = metadata.len();
+    if size > max_bytes {
+        return Err(too_large(Some(size)));
+    }
+    // The file may grow after the metadata was read: read at most one byte more than allowed.
+    let mut body = Capped::new(max_bytes, Some(size));
+    let mut buf = vec![0; 256 << 10];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => body.push(&buf[..n]).map_err(|()| too_large(None))?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_failure(e)),
+        }
+    }
+    Ok(body.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PyKind;
+    use crate::runtime::Runtime;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A fresh empty directory under the system's temporary directory.
+    fn temp_dir() -> PathBuf {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "dlrs-io-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn fetch(dataset: &FileDataset, index: u64) -> Result<Bytes, Error> {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        runtime.block_on(dataset.fetch(index)).unwrap()
+    }
+
+    #[test]
+    fn reads_files_and_refuses_out_of_range() {
+        let dir = temp_dir();
+        std::fs::write(dir.join("a"), b"alpha").unwrap();
+        std::fs::write(dir.join("b"), b"").unwrap();
+        let dataset =
+            FileDataset::new(vec![dir.join("a"), dir.join("b")], FileOptions::default()).unwrap();
+        assert_eq!(dataset.len(), 2);
+        assert_eq!(fetch(&dataset, 0).unwrap(), &b"alpha"[..]);
+        assert_eq!(fetch(&dataset, 1).unwrap(), &b""[..]);
+        assert!(matches!(
+            fetch(&dataset, 2),
+            Err(Error::IndexOutOfRange { index: 2, len: 2 })
+        ));
+    }
+
+    #[test]
+    fn a_missing_file_is_not_found() {
+        let dir = temp_dir();
+        let missing = dir.join("missing.png");
+        let options = FileOptions {
+            retry: RetryOptions {
+                retries: 3,
+                backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+            },
+            ..FileOptions::default()
+        };
+        let dataset = FileDataset::new(vec![missing.clone()], options).unwrap();
+        let error = fetch(&dataset, 0).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::Io {
+                    kind: io::ErrorKind::NotFound,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.python_kind(),
+            PyKind::OSError {
+                errno: Some(2),
+                kind: Some(io::ErrorKind::NotFound)
+            }
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("{}: ", missing.display())),
+            "{error}"
+        );
+        let dir_error = fetch(
+            &FileDataset::new(vec![dir.clone()], FileOptions::default()).unwrap(),
+            0,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                &dir_error,
+                Error::Io {
+                    kind: io::ErrorKind::IsADirectory,
+                    ..
+                }
+            ),
+            "{dir_error:?}"
+        );
+    }
+
+    #[test]
+    fn max_bytes_from_metadata() {
+        let dir = temp_dir();
+        std::fs::write(dir.join("big"), vec![1; 101]).unwrap();
+        std::fs::write(dir.join("fits"), vec![1; 100]).unwrap();
+        let options = FileOptions {
+            max_bytes: 100,
+            ..FileOptions::default()
+        };
+        let dataset = FileDataset::new(vec![dir.join("big"), dir.join("fits")], options).unwrap();
+        let error = fetch(&dataset, 0).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::TooLarge {
+                    limit: 100,
+                    size: Some(101),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(error.python_kind(), PyKind::ValueError);
+        assert_eq!(fetch(&dataset, 1).unwrap().len(), 100);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn max_bytes_while_reading() {
+        // /proc files announce a size of 0 and have content: only the read can catch them.
+        let path = PathBuf::from("/proc/self/status");
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(size, 0);
+        let options = FileOptions {
+            max_bytes: 10,
+            ..FileOptions::default()
+        };
+        let error = fetch(&FileDataset::new(vec![path.clone()], options).unwrap(), 0).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::TooLarge {
+                    limit: 10,
+                    size: None,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let body = fetch(
+            &FileDataset::new(vec![path], FileOptions::default()).unwrap(),
+            0,
+        )
+        .unwrap();
+        assert!(body.starts_with(b"Name:"), "{body:?}");
+    }
+
+    #[test]
+    fn templates_make_paths() {
+        let dir = temp_dir();
+        for (slide, index) in [("a.svs", 0), ("a.svs", 1), ("b c.svs", 2)] {
+            std::fs::create_dir_all(dir.join(slide)).unwrap();
+            std::fs::write(
+                dir.join(slide).join(format!("{index}.png")),
+                format!("{slide}#{index}"),
+            )
+            .unwrap();
+        }
+        let template = format!("{}/{{slide}}/{{index}}.png", dir.display());
+        let slides = Column::Strs(vec!["a.svs".into(), "a.svs".into(), "b c.svs".into()]);
+        let dataset = FileDataset::from_template(
+            &template,
+            vec![("slide".into(), slides)],
+            None,
+            FileOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(dataset.len(), 3);
+        for (i, expected) in ["a.svs#0", "a.svs#1", "b c.svs#2"].iter().enumerate() {
+            assert_eq!(fetch(&dataset, i as u64).unwrap(), expected.as_bytes());
+        }
+        let escape = FileDataset::from_template(
+            &template,
+            vec![("slide".into(), Column::Strs(vec!["..".into()]))],
+            None,
+            FileOptions::default(),
+        );
+        assert!(matches!(escape, Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn a_stalled_read_times_out() {
+        // A FIFO with no writer blocks open() forever: the attempt is cut at the timeout.
+        let dir = temp_dir();
+        let fifo = dir.join("fifo");
+        let status = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !status.is_ok_and(|s| s.success()) {
+            panic!("mkfifo is needed for this test");
+        }
+        let options = FileOptions {
+            timeout: Some(Duration::from_millis(50)),
+            retry: RetryOptions {
+                retries: 1,
+                backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+            },
+            ..FileOptions::default()
+        };
+        let dataset = FileDataset::new(vec![fifo.clone()], options).unwrap();
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let error = runtime.block_on(dataset.fetch(0)).unwrap().unwrap_err();
+        assert!(
+            matches!(&error, Error::Timeout { attempts: 2, .. }),
+            "{error:?}"
+        );
+        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        // The two abandoned opens stay blocked on the blocking pool; dropping the runtime
+        // does not wait for them, and the process exit ends them.
+        drop(runtime);
+    }
+}

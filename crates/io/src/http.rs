@@ -1,0 +1,683 @@
+//! `HttpDataset`: item i is the body of a GET request, on one reqwest client.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+
+use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::error::{Error, chain};
+use crate::per_process::PerProcess;
+use crate::redact::{redact_text, redact_url};
+use crate::retry::{self, Failure, RetryOptions};
+use crate::template::{Column, Target, Template};
+use crate::tls;
+
+/// The statuses that are retried; any other non-success status fails at once.
+pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
+
+/// The options of an [`HttpDataset`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// The time one attempt may take, body included (`None`: no limit). Default 30 s.
+    pub timeout: Option<Duration>,
+    /// The time connecting may take (`None`: no limit). Default 10 s.
+    pub connect_timeout: Option<Duration>,
+    /// Retries of connection errors, timeouts and [`RETRY_STATUSES`]. Default 3, 0.1 s, 5 s.
+    pub retry: RetryOptions,
+    /// The largest body accepted. Default 64 MiB.
+    pub max_bytes: u64,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            headers: Vec::new(),
+            timeout: Some(Duration::from_secs(30)),
+            connect_timeout: Some(Duration::from_secs(10)),
+            retry: RetryOptions::with_retries(3),
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+/// Item i is the body of a GET request to the i-th URL (from a list or a template).
+///
+/// One client keeps connections open across items; it is built again in a forked child.
+#[derive(Clone)]
+pub struct HttpDataset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    locations: Locations,
+    headers: HeaderMap,
+    options: HttpOptions,
+    client: PerProcess<reqwest::Client>,
+}
+
+impl std::fmt::Debug for HttpDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpDataset")
+            .field("len", &self.inner.locations.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpDataset {
+    /// A dataset of the bodies at `urls`. The first URL is checked here (http or https).
+    pub fn new(urls: Vec<String>, options: HttpOptions) -> Result<HttpDataset, Error> {
+        HttpDataset::build(Locations::List(urls), options)
+    }
+
+    /// A dataset of the bodies at the URLs made from `template` (see [`crate::template`]).
+    pub fn from_template(
+        template: &str,
+        columns: Vec<(String, Column)>,
+        length: Option<usize>,
+        options: HttpOptions,
+    ) -> Result<HttpDataset, Error> {
+        let template = Template::new(template, columns, length, Target::Url)?;
+        HttpDataset::build(Locations::Template(template), options)
+    }
+
+    fn build(locations: Locations, options: HttpOptions) -> Result<HttpDataset, Error> {
+        if locations.len() > 0 {
+            check_url(&locations.get(0)?)?;
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in &options.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| Error::invalid(format!("invalid header name {name:?}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| Error::invalid(format!("invalid value for header {name}")))?;
+            headers.append(name, value);
+        }
+        let inner = Inner {
+            locations,
+            headers,
+            options,
+            client: PerProcess::new(),
+        };
+        inner.client()?;
+        Ok(HttpDataset {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The options given.
+    pub fn options(&self) -> &HttpOptions {
+        &self.inner.options
+    }
+}
+
+impl Inner {
+    fn client(&self) -> Result<&reqwest::Client, Error> {
+        self.client.get_or_try_init(|| {
+            tls::install_crypto_provider();
+            let roots = tls::mozilla_roots()
+                .map(reqwest::Certificate::from_der)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Error::Runtime(format!("bad bundled root certificate: {e}")))?;
+            let mut builder = reqwest::Client::builder()
+                .tls_certs_only(roots)
+                .default_headers(self.headers.clone())
+                .user_agent(concat!("dataloader-rs/", env!("CARGO_PKG_VERSION")));
+            if let Some(timeout) = self.options.connect_timeout {
+                builder = builder.connect_timeout(timeout);
+            }
+            builder
+                .build()
+                .map_err(|e| Error::Runtime(format!("cannot build the HTTP client: {}", chain(&e))))
+        })
+    }
+}
+
+impl Dataset for HttpDataset {
+    fn len(&self) -> usize {
+        self.inner.locations.len()
+    }
+
+    fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let url = inner.locations.get(index)?;
+            let client = inner.client()?;
+            let (url, max_bytes) = (&*url, inner.options.max_bytes);
+            retry::run(
+                inner.options.retry,
+                inner.options.timeout,
+                || redact_url(url),
+                |n| attempt(client, url, max_bytes, n),
+            )
+            .await
+        })
+    }
+}
+
+/// Refuses a URL that does not parse or is not http(s).
+fn check_url(url: &str) -> Result<(), Error> {
+    match url::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => Ok(()),
+        Ok(parsed) => Err(Error::invalid(format!(
+            "invalid URL {}: the scheme must be http or https, not {}",
+            redact_url(url),
+            parsed.scheme()
+        ))),
+        Err(e) => Err(Error::invalid(format!(
+            "invalid URL {}: {e}",
+            redact_url(url)
+        ))),
+    }
+}
+
+async fn attempt(
+    client: &reqwest::Client,
+    url: &str,
+    max_bytes: u64,
+    attempt: u32,
+) -> Result<Bytes, Failure> {
+    let mut response = client.get(url).send().await.map_err(|e| failure(e, url))?;
+    let status = response.status();
+    if !status.is_success() {
+        let error = Error::Http {
+            status: status.as_u16(),
+            url: redact_url(url),
+            attempts: attempt,
+        };
+        return Err(if RETRY_STATUSES.contains(&status.as_u16()) {
+            Failure::Transient {
+                error,
+                retry_after: retry_after(response.headers(), SystemTime::now()),
+            }
+        } else {
+            Failure::Fatal(error)
+        });
+    }
+    let too_large = |size| {
+        Failure::Fatal(Error::TooLarge {
+            location: redact_url(url),
+            limit: max_bytes,
+            size,
+        })
+    };
+    let expected = response.content_length();
+    if let Some(size) = expected.filter(|&size| size > max_bytes) {
+        return Err(too_large(Some(size)));
+    }
+    let mut body = Capped::new(max_bytes, expected);
+    while let Some(chunk) = response.chunk().await.map_err(|e| failure(e, url))? {
+        body.push(&chunk).map_err(|()| too_large(None))?;
+    }
+    Ok(body.finish())
+}
+
+/// Classifies a reqwest error: timeouts and connection or body errors are worth another attempt.
+fn failure(error: reqwest::Error, url: &str) -> Failure {
+    if error.is_timeout() {
+        return Failure::TimedOut;
+    }
+    let builder = error.is_builder();
+    let message = redact_text(&chain(&error.without_url()));
+    if builder {
+        return Failure::Fatal(Error::invalid(format!(
+            "invalid URL {}: {message}",
+            redact_url(url)
+        )));
+    }
+    let error = Error::Request {
+        location: redact_url(url),
+        message,
+    };
+    if matches!(&error, Error::Request { message, .. } if message.contains("redirect")) {
+        Failure::Fatal(error)
+    } else {
+        Failure::transient(error)
+    }
+}
+
+/// The wait a Retry-After header asks for (seconds or an HTTP date), if any.
+fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Runtime;
+    use crate::test_server::{Reply, TestServer};
+    use crate::{PyKind, template::Column};
+    use futures::StreamExt;
+
+    fn fast(retries: u32) -> HttpOptions {
+        HttpOptions {
+            retry: RetryOptions {
+                retries,
+                backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(5),
+            },
+            ..HttpOptions::default()
+        }
+    }
+
+    fn setup(route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static) -> (Runtime, TestServer) {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let server = TestServer::start(runtime.handle().unwrap(), route);
+        (runtime, server)
+    }
+
+    fn fetch(runtime: &Runtime, dataset: &HttpDataset, index: u64) -> Result<Bytes, Error> {
+        runtime.block_on(dataset.fetch(index)).unwrap()
+    }
+
+    #[test]
+    fn fetches_bodies_on_kept_connections_with_headers() {
+        let (runtime, server) =
+            setup(|path, _| Reply::Body(format!("body of {path}").into_bytes()));
+        let urls = (0..10).map(|i| server.url(&format!("/item/{i}"))).collect();
+        let options = HttpOptions {
+            headers: vec![("Authorization".into(), "Bearer t0ken".into())],
+            ..fast(0)
+        };
+        let dataset = HttpDataset::new(urls, options).unwrap();
+        assert_eq!(dataset.len(), 10);
+        for i in 0..10 {
+            assert_eq!(
+                fetch(&runtime, &dataset, i).unwrap(),
+                format!("body of /item/{i}").as_bytes()
+            );
+        }
+        // A connection goes back to the pool a moment after its body is read, so a request
+        // may now and then open another one; without keep-alive there would be 10.
+        assert!(
+            server.connections() <= 5,
+            "{} connections for 10 requests",
+            server.connections()
+        );
+        let headers = server.request_headers();
+        assert_eq!(headers.len(), 10);
+        assert!(
+            headers
+                .iter()
+                .all(|h| h.get("authorization").map(String::as_str) == Some("Bearer t0ken"))
+        );
+        assert!(headers[0]["user-agent"].starts_with("dataloader-rs/"));
+    }
+
+    #[test]
+    fn many_in_flight_spawned_and_buffered() {
+        let (runtime, server) = setup(|path, _| Reply::Body(path.as_bytes().to_vec()));
+        let dataset =
+            HttpDataset::from_template(&server.url("/t/{index}"), vec![], Some(64), fast(0))
+                .unwrap();
+        let bodies: Vec<Bytes> = runtime
+            .block_on(
+                futures::stream::iter(0..64u64)
+                    .map(|i| runtime.spawn(dataset.fetch(i)).unwrap())
+                    .buffered(16)
+                    .map(|joined| joined.unwrap().unwrap())
+                    .collect(),
+            )
+            .unwrap();
+        for (i, body) in bodies.iter().enumerate() {
+            assert_eq!(body, format!("/t/{i}").as_bytes());
+        }
+    }
+
+    #[test]
+    fn retries_503_then_succeeds() {
+        let (runtime, server) = setup(|_, n| {
+            if n == 1 {
+                Reply::Status(503, vec![])
+            } else {
+                Reply::Body(b"ok".to_vec())
+            }
+        });
+        let dataset = HttpDataset::new(vec![server.url("/a")], fast(3)).unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"ok"[..]);
+        assert_eq!(server.hits("/a"), 2);
+    }
+
+    #[test]
+    fn retries_429_with_retry_after() {
+        let past = httpdate::fmt_http_date(SystemTime::now() - Duration::from_secs(60));
+        let (runtime, server) = setup(move |path, n| match (path, n) {
+            ("/seconds", 1) => Reply::Status(429, vec![("Retry-After", "0".into())]),
+            ("/date", 1) => Reply::Status(429, vec![("Retry-After", past.clone())]),
+            // Far beyond max_backoff: capped, or this test would wait an hour.
+            ("/long", 1) => Reply::Status(429, vec![("Retry-After", "3600".into())]),
+            _ => Reply::Body(b"ok".to_vec()),
+        });
+        for path in ["/seconds", "/date", "/long"] {
+            let dataset = HttpDataset::new(vec![server.url(path)], fast(1)).unwrap();
+            assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"ok"[..], "{path}");
+            assert_eq!(server.hits(path), 2, "{path}");
+        }
+    }
+
+    #[test]
+    fn gives_up_after_the_retries_with_the_last_status() {
+        let (runtime, server) = setup(|_, _| Reply::Status(502, vec![]));
+        let dataset = HttpDataset::new(vec![server.url("/down")], fast(2)).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Http {
+                    status: 502,
+                    attempts: 3,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(server.hits("/down"), 3);
+    }
+
+    #[test]
+    fn a_404_fails_at_once_without_showing_secrets() {
+        let (runtime, server) = setup(|_, _| Reply::Status(404, vec![]));
+        let url = server
+            .url("/private?token=SECRET")
+            .replace("http://", "http://user:PASSWORD@");
+        let dataset = HttpDataset::new(vec![url], fast(3)).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                Error::Http {
+                    status: 404,
+                    attempts: 1,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{}/private: HTTP status 404 Not Found (attempt 1)",
+                server.base
+            )
+        );
+        assert_eq!(
+            error.python_kind(),
+            PyKind::OSError {
+                errno: None,
+                kind: None
+            }
+        );
+        assert_eq!(server.hits("/private?token=SECRET"), 1);
+        let headers = &server.request_headers()[0];
+        assert!(
+            headers["authorization"].starts_with("Basic "),
+            "userinfo is sent as basic auth"
+        );
+    }
+
+    #[test]
+    fn other_statuses_fail_at_once() {
+        let (runtime, server) =
+            setup(|path, _| Reply::Status(path.trim_start_matches('/').parse().unwrap(), vec![]));
+        for status in [400u16, 401, 403, 410, 501] {
+            let dataset =
+                HttpDataset::new(vec![server.url(&format!("/{status}"))], fast(3)).unwrap();
+            let error = fetch(&runtime, &dataset, 0).unwrap_err();
+            assert!(
+                matches!(error, Error::Http { status: s, .. } if s == status),
+                "{error:?}"
+            );
+            assert_eq!(server.hits(&format!("/{status}")), 1);
+        }
+    }
+
+    #[test]
+    fn content_length_over_max_bytes() {
+        let (runtime, server) = setup(|_, _| Reply::Body(vec![7; 1000]));
+        let options = HttpOptions {
+            max_bytes: 999,
+            ..fast(3)
+        };
+        let dataset = HttpDataset::new(vec![server.url("/big")], options).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::TooLarge {
+                    limit: 999,
+                    size: Some(1000),
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(error.python_kind(), PyKind::ValueError);
+        assert_eq!(server.hits("/big"), 1, "not retried");
+        let exact = HttpOptions {
+            max_bytes: 1000,
+            ..fast(0)
+        };
+        let dataset = HttpDataset::new(vec![server.url("/big")], exact).unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn chunked_body_over_max_bytes() {
+        let (runtime, server) =
+            setup(|_, _| Reply::Chunked(vec![vec![1; 300], vec![2; 300], vec![3; 300]]));
+        let small = HttpOptions {
+            max_bytes: 899,
+            ..fast(3)
+        };
+        let dataset = HttpDataset::new(vec![server.url("/chunked")], small).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::TooLarge {
+                    limit: 899,
+                    size: None,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert_eq!(server.hits("/chunked"), 1, "not retried");
+        let enough = HttpOptions {
+            max_bytes: 900,
+            ..fast(0)
+        };
+        let dataset = HttpDataset::new(vec![server.url("/chunked")], enough).unwrap();
+        let body = fetch(&runtime, &dataset, 0).unwrap();
+        assert_eq!(body.len(), 900);
+        assert_eq!((body[0], body[300], body[899]), (1, 2, 3));
+    }
+
+    #[test]
+    fn stalled_server_times_out() {
+        let (runtime, server) = setup(|_, _| Reply::Stall);
+        let options = HttpOptions {
+            timeout: Some(Duration::from_millis(100)),
+            ..fast(1)
+        };
+        let dataset = HttpDataset::new(vec![server.url("/slow?sig=SECRET")], options).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(
+            matches!(&error, Error::Timeout { attempts: 2, .. }),
+            "{error:?}"
+        );
+        assert_eq!(
+            error.to_string(),
+            format!("{}/slow: timed out (attempt 2 of 2)", server.base)
+        );
+        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(server.hits("/slow?sig=SECRET"), 2);
+    }
+
+    #[test]
+    fn connection_resets_are_retried() {
+        let (runtime, server) = setup(|path, n| match (path, n) {
+            ("/flaky", 1) => Reply::Reset,
+            ("/flaky", _) => Reply::Body(b"ok".to_vec()),
+            _ => Reply::Reset,
+        });
+        let dataset =
+            HttpDataset::new(vec![server.url("/flaky"), server.url("/reset")], fast(2)).unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"ok"[..]);
+        assert_eq!(server.hits("/flaky"), 2);
+        let error = fetch(&runtime, &dataset, 1).unwrap_err();
+        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("{}/reset: ", server.base)),
+            "{error}"
+        );
+        assert_eq!(server.hits("/reset"), 3);
+    }
+
+    #[test]
+    fn truncated_bodies_are_retried() {
+        let (runtime, server) = setup(|path, n| match (path, n) {
+            ("/once", 1) | ("/always", _) => Reply::Truncated {
+                announced: 100,
+                sent: vec![0; 50],
+            },
+            _ => Reply::Body(vec![1; 100]),
+        });
+        let dataset =
+            HttpDataset::new(vec![server.url("/once"), server.url("/always")], fast(1)).unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), vec![1; 100]);
+        assert_eq!(server.hits("/once"), 2);
+        let error = fetch(&runtime, &dataset, 1).unwrap_err();
+        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert_eq!(server.hits("/always"), 2);
+    }
+
+    #[test]
+    fn connection_refused_is_an_os_error() {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dataset =
+            HttpDataset::new(vec![format!("http://127.0.0.1:{port}/x")], fast(1)).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert_eq!(
+            error.python_kind(),
+            PyKind::OSError {
+                errno: None,
+                kind: None
+            }
+        );
+    }
+
+    #[test]
+    fn templates_make_encoded_urls() {
+        let (runtime, server) = setup(|path, _| Reply::Body(path.as_bytes().to_vec()));
+        let dataset = HttpDataset::from_template(
+            &server.url("/images/{image}/tile?x={x}&i={index}"),
+            vec![
+                (
+                    "image".into(),
+                    Column::Strs(vec!["image 1.tif".into(), "a/b".into()]),
+                ),
+                ("x".into(), Column::Ints(vec![0, 224])),
+            ],
+            None,
+            fast(0),
+        )
+        .unwrap();
+        assert_eq!(dataset.len(), 2);
+        assert_eq!(
+            fetch(&runtime, &dataset, 0).unwrap(),
+            &b"/images/image%201.tif/tile?x=0&i=0"[..]
+        );
+        assert_eq!(
+            fetch(&runtime, &dataset, 1).unwrap(),
+            &b"/images/a%2Fb/tile?x=224&i=1"[..]
+        );
+        let error = fetch(&runtime, &dataset, 2).unwrap_err();
+        assert!(matches!(error, Error::IndexOutOfRange { index: 2, len: 2 }));
+        assert_eq!(error.python_kind(), PyKind::IndexError);
+    }
+
+    #[test]
+    fn bad_arguments() {
+        let check = |result: Result<HttpDataset, Error>, expected: &str| {
+            let error = result.unwrap_err();
+            assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+            assert_eq!(error.to_string(), expected);
+        };
+        check(
+            HttpDataset::new(vec!["ftp://h/a?k=SECRET".into()], fast(0)),
+            "invalid URL ftp://h/a: the scheme must be http or https, not ftp",
+        );
+        check(
+            HttpDataset::new(vec!["not a url".into()], fast(0)),
+            "invalid URL not a url: relative URL without a base",
+        );
+        check(
+            HttpDataset::from_template(
+                "{host}/a",
+                vec![("host".into(), Column::Strs(vec!["h".into()]))],
+                None,
+                fast(0),
+            ),
+            "invalid URL h/a: relative URL without a base",
+        );
+        check(
+            HttpDataset::new(
+                vec!["http://h/".into()],
+                HttpOptions {
+                    headers: vec![("bad header".into(), "v".into())],
+                    ..fast(0)
+                },
+            ),
+            "invalid header name \"bad header\"",
+        );
+        check(
+            HttpDataset::new(
+                vec!["http://h/".into()],
+                HttpOptions {
+                    headers: vec![("x-token".into(), "a\nb".into())],
+                    ..fast(0)
+                },
+            ),
+            "invalid value for header x-token",
+        );
+        let empty = HttpDataset::new(vec![], fast(0)).unwrap();
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn retry_after_values() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let header = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+            retry_after(&headers, now)
+        };
+        assert_eq!(header("7"), Some(Duration::from_secs(7)));
+        assert_eq!(header(" 0 "), Some(Duration::ZERO));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        assert_eq!(header(&later), Some(Duration::from_secs(90)));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(90));
+        assert_eq!(header(&earlier), Some(Duration::ZERO));
+        assert_eq!(header("soon"), None);
+        assert_eq!(header("-1"), None);
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+}

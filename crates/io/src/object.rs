@@ -1,0 +1,871 @@
+//! `ObjectStoreDataset`: item i is an object under the store and prefix of a URL (object_store).
+
+use std::io;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::client::{HttpError, HttpErrorKind};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::http::HttpBuilder;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    BackoffConfig, Certificate, ClientConfigKey, ClientOptions, GetOptions, ObjectStore,
+    ObjectStoreScheme, RetryConfig,
+};
+
+use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::error::{Error, chain};
+use crate::per_process::PerProcess;
+use crate::redact::{redact_text, redact_url};
+use crate::retry::RetryOptions;
+use crate::template::{Column, Target, Template};
+use crate::tls;
+
+/// The per-request timeout when none is given.
+pub const DEFAULT_OBJECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long object_store keeps retrying one request, from its first attempt.
+const RETRY_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The options of an [`ObjectStoreDataset`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct ObjectStoreOptions {
+    /// object_store configuration keys for the URL's store (`aws_region`, `google_service_account`,
+    /// `azure_storage_account_key`, client keys such as `allow_http`, ...). An unknown key is an
+    /// error, and so is `timeout` (use [`ObjectStoreOptions::timeout`]). Given keys win over the
+    /// `AWS_*`, `GOOGLE_*` and `AZURE_*` environment variables.
+    pub options: Vec<(String, String)>,
+    /// The time one request may take, body included (`None`: 30 s).
+    pub timeout: Option<Duration>,
+    /// Passed to object_store's own retries (5xx, 429, 408, connection errors, timeouts, within
+    /// 3 minutes of the first attempt). Default 3, 0.1 s, 5 s.
+    pub retry: RetryOptions,
+    /// The largest object accepted. Default 64 MiB.
+    pub max_bytes: u64,
+}
+
+impl Default for ObjectStoreOptions {
+    fn default() -> Self {
+        ObjectStoreOptions {
+            options: Vec::new(),
+            timeout: None,
+            retry: RetryOptions::with_retries(3),
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+impl std::fmt::Debug for ObjectStoreOptions {
+    /// Shows option keys, never their values (they may be credentials).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("ObjectStoreOptions")
+            .field("options", &keys)
+            .field("timeout", &self.timeout)
+            .field("retry", &self.retry)
+            .field("max_bytes", &self.max_bytes)
+            .finish()
+    }
+}
+
+/// Item i is the object whose key, under the prefix of the URL, is the i-th key (from a list or
+/// a template). The store is built again in a forked child.
+#[derive(Clone)]
+pub struct ObjectStoreDataset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    source: Source,
+    store: PerProcess<Arc<dyn ObjectStore>>,
+    /// Where the store is, redacted, for messages (`s3://bucket`).
+    base: String,
+    prefix: Path,
+    keys: Locations,
+    max_bytes: u64,
+    retries: u32,
+}
+
+enum Source {
+    Config(Config),
+    Given(Arc<dyn ObjectStore>),
+}
+
+struct Config {
+    url: url::Url,
+    options: Parsed,
+    timeout: Duration,
+    retry: RetryOptions,
+}
+
+/// Options checked against the keys of the URL's store.
+enum Parsed {
+    S3(Vec<(AmazonS3ConfigKey, String)>),
+    Gcs(Vec<(GoogleConfigKey, String)>),
+    Azure(Vec<(AzureConfigKey, String)>),
+    Http(Vec<(ClientConfigKey, String)>),
+    Local,
+}
+
+impl std::fmt::Debug for ObjectStoreDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectStoreDataset")
+            .field("base", &self.inner.base)
+            .field("prefix", &self.inner.prefix.as_ref())
+            .field("len", &self.inner.keys.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObjectStoreDataset {
+    /// A dataset of the objects `keys` under `url` (`s3://bucket/prefix`, `gs://`, `az://`,
+    /// `https://`, also `file:///dir`). Options are checked here and the store is built.
+    pub fn new(
+        url: &str,
+        keys: Vec<String>,
+        options: ObjectStoreOptions,
+    ) -> Result<ObjectStoreDataset, Error> {
+        ObjectStoreDataset::from_url(url, Locations::List(keys), options)
+    }
+
+    /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`
+    /// (see [`crate::template`]).
+    pub fn from_template(
+        url: &str,
+        template: &str,
+        columns: Vec<(String, Column)>,
+        length: Option<usize>,
+        options: ObjectStoreOptions,
+    ) -> Result<ObjectStoreDataset, Error> {
+        let template = Template::new(template, columns, length, Target::Key)?;
+        ObjectStoreDataset::from_url(url, Locations::Template(template), options)
+    }
+
+    /// A dataset of the objects `keys` under `prefix` of a store built by the caller (an
+    /// in-memory store, a wrapped store); it is shared as it is, even after `fork`.
+    pub fn with_store(
+        store: Arc<dyn ObjectStore>,
+        prefix: &str,
+        keys: Vec<String>,
+        max_bytes: u64,
+    ) -> Result<ObjectStoreDataset, Error> {
+        let prefix = Path::parse(prefix)
+            .map_err(|e| Error::invalid(format!("invalid prefix {prefix:?}: {e}")))?;
+        let base = store.to_string();
+        ObjectStoreDataset::build(
+            Source::Given(store),
+            base,
+            prefix,
+            Locations::List(keys),
+            max_bytes,
+            0,
+        )
+    }
+
+    fn from_url(
+        url: &str,
+        keys: Locations,
+        options: ObjectStoreOptions,
+    ) -> Result<ObjectStoreDataset, Error> {
+        let parsed = url::Url::parse(url)
+            .map_err(|e| Error::invalid(format!("invalid URL {}: {e}", redact_url(url))))?;
+        let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|_| {
+            Error::invalid(format!(
+                "unsupported URL {}: expected s3://, gs://, az://, https:// or file://",
+                redact_url(url)
+            ))
+        })?;
+        let store_options = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                Parsed::S3(parse_options(&options.options, "s3", |k| {
+                    matches!(k, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
+                })?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                Parsed::Gcs(parse_options(&options.options, "gs", |k| {
+                    matches!(k, GoogleConfigKey::Client(ClientConfigKey::Timeout))
+                })?)
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                Parsed::Azure(parse_options(&options.options, "azure", |k| {
+                    matches!(k, AzureConfigKey::Client(ClientConfigKey::Timeout))
+                })?)
+            }
+            ObjectStoreScheme::Http => {
+                Parsed::Http(parse_options(&options.options, "http", |k| {
+                    matches!(k, ClientConfigKey::Timeout)
+                })?)
+            }
+            ObjectStoreScheme::Local => {
+                if let Some((key, _)) = options.options.first() {
+                    return Err(Error::invalid(format!(
+                        "unknown option '{key}': file:// URLs take no options"
+                    )));
+                }
+                Parsed::Local
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unsupported URL {}: expected s3://, gs://, az://, https:// or file://",
+                    redact_url(url)
+                )));
+            }
+        };
+        let mut base = parsed.clone();
+        base.set_path("");
+        let base = redact_url(base.as_str()).trim_end_matches('/').to_owned();
+        let config = Config {
+            url: parsed,
+            options: store_options,
+            timeout: options.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
+            retry: options.retry,
+        };
+        ObjectStoreDataset::build(
+            Source::Config(config),
+            base,
+            prefix,
+            keys,
+            options.max_bytes,
+            options.retry.retries,
+        )
+    }
+
+    fn build(
+        source: Source,
+        base: String,
+        prefix: Path,
+        keys: Locations,
+        max_bytes: u64,
+        retries: u32,
+    ) -> Result<ObjectStoreDataset, Error> {
+        let inner = Inner {
+            source,
+            store: PerProcess::new(),
+            base,
+            prefix,
+            keys,
+            max_bytes,
+            retries,
+        };
+        if inner.keys.len() > 0 {
+            inner.path(&inner.keys.get(0)?)?;
+        }
+        inner.store()?;
+        Ok(ObjectStoreDataset {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
+/// Checks every option key against the store's keys (`K::from_str`, lower case).
+fn parse_options<K: FromStr>(
+    options: &[(String, String)],
+    store: &str,
+    is_timeout: impl Fn(&K) -> bool,
+) -> Result<Vec<(K, String)>, Error> {
+    options
+        .iter()
+        .map(|(key, value)| {
+            let parsed = K::from_str(&key.to_ascii_lowercase()).map_err(|_| {
+                Error::invalid(format!("unknown option '{key}' for a {store} store"))
+            })?;
+            if is_timeout(&parsed) {
+                return Err(Error::invalid(format!(
+                    "option '{key}': set the timeout with timeout=, not in options"
+                )));
+            }
+            Ok((parsed, value.clone()))
+        })
+        .collect()
+}
+
+/// The store's keys found in environment variables named `PREFIX...`, except the timeout.
+fn env_options<K: FromStr>(prefix: &str, is_timeout: impl Fn(&K) -> bool) -> Vec<(K, String)> {
+    std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)))
+        .filter(|(key, _)| key.starts_with(prefix))
+        .filter_map(|(key, value)| Some((K::from_str(&key.to_ascii_lowercase()).ok()?, value)))
+        .filter(|(key, _)| !is_timeout(key))
+        .collect()
+}
+
+impl Config {
+    fn build(&self) -> Result<Arc<dyn ObjectStore>, Error> {
+        tls::install_crypto_provider();
+        let mut client = ClientOptions::new()
+            .with_timeout(self.timeout)
+            .with_no_system_certificates(true);
+        for der in tls::mozilla_roots() {
+            let root = Certificate::from_der(der)
+                .map_err(|e| Error::Runtime(format!("bad bundled root certificate: {e}")))?;
+            client = client.with_root_certificate(root);
+        }
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: self.retry.backoff,
+                max_backoff: self.retry.max_backoff,
+                base: 2.0,
+            },
+            max_retries: self.retry.retries as usize,
+            retry_timeout: RETRY_TIMEOUT,
+        };
+        let url = self.url.as_str();
+        let failed = |e: object_store::Error| {
+            Error::invalid(format!(
+                "cannot configure the store for {}: {}",
+                redact_url(url),
+                redact_text(&chain(&e))
+            ))
+        };
+        // Environment variables first, then the options given: the last setting wins.
+        let store: Arc<dyn ObjectStore> = match &self.options {
+            Parsed::S3(options) => {
+                let mut builder = AmazonS3Builder::new()
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .with_url(url);
+                let env = env_options("AWS_", |k| {
+                    matches!(k, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
+                });
+                for (key, value) in env.into_iter().chain(options.iter().cloned()) {
+                    builder = builder.with_config(key, value);
+                }
+                Arc::new(builder.build().map_err(failed)?)
+            }
+            Parsed::Gcs(options) => {
+                let mut builder = GoogleCloudStorageBuilder::new()
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .with_url(url);
+                if let Ok(path) = std::env::var("SERVICE_ACCOUNT") {
+                    builder = builder.with_service_account_path(path);
+                }
+                let env = env_options("GOOGLE_", |k| {
+                    matches!(k, GoogleConfigKey::Client(ClientConfigKey::Timeout))
+                });
+                for (key, value) in env.into_iter().chain(options.iter().cloned()) {
+                    builder = builder.with_config(key, value);
+                }
+                Arc::new(builder.build().map_err(failed)?)
+            }
+            Parsed::Azure(options) => {
+                let mut builder = MicrosoftAzureBuilder::new()
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .with_url(url);
+                let env = env_options("AZURE_", |k| {
+                    matches!(k, AzureConfigKey::Client(ClientConfigKey::Timeout))
+                });
+                for (key, value) in env.into_iter().chain(options.iter().cloned()) {
+                    builder = builder.with_config(key, value);
+                }
+                if let Ok(endpoint) = std::env::var("IDENTITY_ENDPOINT") {
+                    builder = builder.with_msi_endpoint(endpoint);
+                }
+                Arc::new(builder.build().map_err(failed)?)
+            }
+            Parsed::Http(options) => {
+                let mut builder = HttpBuilder::new()
+                    .with_client_options(client)
+                    .with_retry(retry)
+                    .with_url(&self.url[..url::Position::BeforePath]);
+                for (key, value) in options {
+                    builder = builder.with_config(*key, value.clone());
+                }
+                Arc::new(builder.build().map_err(failed)?)
+            }
+            Parsed::Local => Arc::new(LocalFileSystem::new()),
+        };
+        Ok(store)
+    }
+}
+
+impl Inner {
+    fn store(&self) -> Result<&Arc<dyn ObjectStore>, Error> {
+        self.store.get_or_try_init(|| match &self.source {
+            Source::Config(config) => config.build(),
+            Source::Given(store) => Ok(store.clone()),
+        })
+    }
+
+    /// The object path of `key` under the prefix.
+    fn path(&self, key: &str) -> Result<Path, Error> {
+        let prefix = self.prefix.as_ref();
+        let full = if prefix.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{prefix}/{key}")
+        };
+        Path::parse(&full).map_err(|e| {
+            Error::invalid(format!(
+                "invalid object key {key:?}: {}",
+                redact_text(&e.to_string())
+            ))
+        })
+    }
+
+    fn location(&self, path: &Path) -> String {
+        format!("{}/{}", self.base, path)
+    }
+
+    async fn fetch(&self, index: u64) -> Result<Bytes, Error> {
+        let path = self.path(&self.keys.get(index)?)?;
+        let store = self.store()?;
+        let failed = |e| store_error(e, &self.location(&path), self.retries);
+        let result = store
+            .get_opts(&path, GetOptions::default())
+            .await
+            .map_err(failed)?;
+        let too_large = |size| Error::TooLarge {
+            location: self.location(&path),
+            limit: self.max_bytes,
+            size,
+        };
+        let size = result.meta.size;
+        if size > self.max_bytes {
+            return Err(too_large(Some(size)));
+        }
+        let mut body = Capped::new(self.max_bytes, Some(size));
+        let mut stream = result.into_stream();
+        while let Some(chunk) = stream.next().await {
+            body.push(&chunk.map_err(failed)?)
+                .map_err(|()| too_large(None))?;
+        }
+        Ok(body.finish())
+    }
+}
+
+impl Dataset for ObjectStoreDataset {
+    fn len(&self) -> usize {
+        self.inner.keys.len()
+    }
+
+    fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.fetch(index).await })
+    }
+}
+
+/// Maps an object_store error at `location` onto [`Error`].
+fn store_error(error: object_store::Error, location: &str, retries: u32) -> Error {
+    let message = redact_text(&chain(&error));
+    let attempts = attempts_in(&message).unwrap_or(retries + 1);
+    let io_error = |kind: io::ErrorKind| Error::Io {
+        location: location.to_owned(),
+        kind,
+        source: io::Error::new(kind, message.clone()),
+    };
+    match &error {
+        object_store::Error::NotFound { .. } => return io_error(io::ErrorKind::NotFound),
+        object_store::Error::PermissionDenied { .. }
+        | object_store::Error::Unauthenticated { .. } => {
+            return io_error(io::ErrorKind::PermissionDenied);
+        }
+        object_store::Error::InvalidPath { .. } => return Error::invalid(message),
+        _ => {}
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(cause) = source {
+        if let Some(http) = cause.downcast_ref::<HttpError>()
+            && http.kind() == HttpErrorKind::Timeout
+        {
+            return Error::Timeout {
+                location: location.to_owned(),
+                attempts,
+            };
+        }
+        if let Some(io) = cause.downcast_ref::<io::Error>() {
+            return io_error(io.kind());
+        }
+        source = cause.source();
+    }
+    if let Some(status) = status_in(&message) {
+        return Error::Http {
+            status,
+            url: location.to_owned(),
+            attempts,
+        };
+    }
+    Error::Request {
+        location: location.to_owned(),
+        message,
+    }
+}
+
+/// The HTTP status in an object_store retry message ("... non-2xx status code: 503 ...").
+fn status_in(message: &str) -> Option<u16> {
+    let (_, rest) = message.split_once("status code: ")?;
+    rest.get(..3)?.parse().ok()
+}
+
+/// The attempts in an object_store retry message ("..., after 3 retries, ...").
+fn attempts_in(message: &str) -> Option<u32> {
+    let (_, rest) = message.split_once("after ")?;
+    let (retries, _) = rest.split_once(" retries")?;
+    retries.parse::<u32>().ok()?.checked_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PyKind;
+    use crate::runtime::Runtime;
+    use crate::test_server::{Reply, TestServer};
+    use object_store::memory::InMemory;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    fn fetch(runtime: &Runtime, dataset: &ObjectStoreDataset, index: u64) -> Result<Bytes, Error> {
+        runtime.block_on(dataset.fetch(index)).unwrap()
+    }
+
+    fn fast(retries: u32) -> RetryOptions {
+        RetryOptions {
+            retries,
+            backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+        }
+    }
+
+    fn memory_store(runtime: &Runtime, objects: &[(&str, &[u8])]) -> Arc<dyn ObjectStore> {
+        let store = Arc::new(InMemory::new());
+        for (key, body) in objects {
+            let payload = PutPayload::from(body.to_vec());
+            runtime
+                .block_on(store.put(&Path::parse(key).unwrap(), payload))
+                .unwrap()
+                .unwrap();
+        }
+        store
+    }
+
+    #[test]
+    fn in_memory_store() {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let store = memory_store(
+            &runtime,
+            &[("tiles/a.svs/0.png", b"zero"), ("tiles/big", &[0; 11])],
+        );
+        let keys = vec!["a.svs/0.png".into(), "missing".into(), "big".into()];
+        let dataset = ObjectStoreDataset::with_store(store, "tiles", keys, 10).unwrap();
+        assert_eq!(dataset.len(), 3);
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"zero"[..]);
+        let missing = fetch(&runtime, &dataset, 1).unwrap_err();
+        assert!(
+            matches!(
+                &missing,
+                Error::Io {
+                    kind: io::ErrorKind::NotFound,
+                    ..
+                }
+            ),
+            "{missing:?}"
+        );
+        assert!(missing.to_string().contains("tiles/missing"), "{missing}");
+        assert_eq!(
+            missing.python_kind(),
+            PyKind::OSError {
+                errno: None,
+                kind: Some(io::ErrorKind::NotFound)
+            }
+        );
+        let big = fetch(&runtime, &dataset, 2).unwrap_err();
+        assert!(
+            matches!(
+                &big,
+                Error::TooLarge {
+                    limit: 10,
+                    size: Some(11),
+                    ..
+                }
+            ),
+            "{big:?}"
+        );
+        assert!(matches!(
+            fetch(&runtime, &dataset, 3),
+            Err(Error::IndexOutOfRange { index: 3, len: 3 })
+        ));
+    }
+
+    #[test]
+    fn bad_keys() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let error = ObjectStoreDataset::with_store(store.clone(), "p", vec!["a//b".into()], 10)
+            .unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        assert!(
+            error.to_string().starts_with("invalid object key \"a//b\""),
+            "{error}"
+        );
+        // A list is checked item by item when fetched.
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let dataset =
+            ObjectStoreDataset::with_store(store, "", vec!["ok".into(), "../x".into()], 10)
+                .unwrap();
+        assert!(matches!(
+            fetch(&runtime, &dataset, 1),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn file_urls_with_templates() {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let dir = std::env::temp_dir().join(format!("dlrs-io-object-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tiles/b c.svs")).unwrap();
+        std::fs::write(dir.join("tiles/b c.svs/0.png"), b"b0").unwrap();
+        std::fs::write(dir.join("tiles/b c.svs/1.png"), b"b1").unwrap();
+        let url = format!("file://{}/tiles", dir.display());
+        let dataset = ObjectStoreDataset::from_template(
+            &url,
+            "{slide}/{index}.png",
+            vec![("slide".into(), Column::Strs(vec!["b c.svs".into(); 2]))],
+            None,
+            ObjectStoreOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"b0"[..]);
+        assert_eq!(fetch(&runtime, &dataset, 1).unwrap(), &b"b1"[..]);
+        let listed =
+            ObjectStoreDataset::new(&url, vec!["nope.png".into()], ObjectStoreOptions::default())
+                .unwrap();
+        let error = fetch(&runtime, &listed, 0).unwrap_err();
+        assert!(
+            matches!(
+                &error,
+                Error::Io {
+                    kind: io::ErrorKind::NotFound,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        let escape = ObjectStoreDataset::from_template(
+            &url,
+            "{slide}/x",
+            vec![("slide".into(), Column::Strs(vec!["..".into()]))],
+            None,
+            ObjectStoreOptions::default(),
+        );
+        assert!(matches!(escape, Err(Error::InvalidArgument(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn options_are_checked_per_store() {
+        let options = |pairs: &[(&str, &str)]| ObjectStoreOptions {
+            options: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..ObjectStoreOptions::default()
+        };
+        let check = |url: &str, pairs: &[(&str, &str)], expected: Result<(), &str>| {
+            let result = ObjectStoreDataset::new(url, vec!["k".into()], options(pairs));
+            match (result, expected) {
+                (Ok(_), Ok(())) => {}
+                (Err(Error::InvalidArgument(message)), Err(expected)) => {
+                    assert_eq!(message, expected)
+                }
+                (other, expected) => panic!("{url} {pairs:?}: {other:?}, expected {expected:?}"),
+            }
+        };
+        check(
+            "s3://bucket/prefix",
+            &[
+                ("aws_region", "eu-west-3"),
+                ("ALLOW_HTTP", "true"),
+                ("aws_access_key_id", "x"),
+                ("aws_secret_access_key", "y"),
+            ],
+            Ok(()),
+        );
+        check(
+            "s3://bucket/prefix",
+            &[("aws_regoin", "eu-west-3")],
+            Err("unknown option 'aws_regoin' for a s3 store"),
+        );
+        check(
+            "s3://bucket",
+            &[("timeout", "5s")],
+            Err("option 'timeout': set the timeout with timeout=, not in options"),
+        );
+        check("gs://bucket/p", &[("google_bucket", "bucket")], Ok(()));
+        check(
+            "gs://bucket/p",
+            &[("aws_region", "x")],
+            Err("unknown option 'aws_region' for a gs store"),
+        );
+        check(
+            "az://container/p",
+            &[
+                ("azure_storage_account_name", "acct"),
+                ("azure_storage_account_key", "a2V5"),
+            ],
+            Ok(()),
+        );
+        check(
+            "az://container/p",
+            &[("region", "x")],
+            Err("unknown option 'region' for a azure store"),
+        );
+        check("https://example.com/p", &[("allow_http", "true")], Ok(()));
+        check(
+            "https://example.com/p",
+            &[("aws_region", "x")],
+            Err("unknown option 'aws_region' for a http store"),
+        );
+        check(
+            "file:///tmp",
+            &[("allow_http", "true")],
+            Err("unknown option 'allow_http': file:// URLs take no options"),
+        );
+        check(
+            "memory:///",
+            &[],
+            Err("unsupported URL memory:///: expected s3://, gs://, az://, https:// or file://"),
+        );
+        check(
+            "ftp://h/x?k=SECRET",
+            &[],
+            Err("unsupported URL ftp://h/x: expected s3://, gs://, az://, https:// or file://"),
+        );
+        check(
+            "nope",
+            &[],
+            Err("invalid URL nope: relative URL without a base"),
+        );
+        let debug = format!("{:?}", options(&[("aws_secret_access_key", "SECRET")]));
+        assert!(
+            debug.contains("aws_secret_access_key") && !debug.contains("SECRET"),
+            "{debug}"
+        );
+    }
+
+    fn http_dataset(
+        server: &TestServer,
+        keys: &[&str],
+        timeout: Option<Duration>,
+        max_bytes: u64,
+    ) -> ObjectStoreDataset {
+        let options = ObjectStoreOptions {
+            options: vec![("allow_http".into(), "true".into())],
+            timeout,
+            retry: fast(2),
+            max_bytes,
+        };
+        ObjectStoreDataset::new(
+            &server.url("/bucket/pre"),
+            keys.iter().map(|k| (*k).to_owned()).collect(),
+            options,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn http_store_against_a_local_server() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let server = TestServer::start(runtime.handle().unwrap(), |path, n| match (path, n) {
+            ("/bucket/pre/ok", _) => Reply::Body(b"object".to_vec()),
+            ("/bucket/pre/flaky", 1) => Reply::Status(503, vec![]),
+            ("/bucket/pre/flaky", _) => Reply::Body(b"second".to_vec()),
+            ("/bucket/pre/big", _) => Reply::Body(vec![0; 100]),
+            ("/bucket/pre/down", _) => Reply::Status(500, vec![]),
+            ("/bucket/pre/denied", _) => Reply::Status(403, vec![]),
+            _ => Reply::Status(404, vec![]),
+        });
+        let dataset = http_dataset(
+            &server,
+            &["ok", "flaky", "big", "missing", "down", "denied"],
+            None,
+            99,
+        );
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"object"[..]);
+        assert_eq!(fetch(&runtime, &dataset, 1).unwrap(), &b"second"[..]);
+        assert_eq!(server.hits("/bucket/pre/flaky"), 2);
+        let big = fetch(&runtime, &dataset, 2).unwrap_err();
+        assert!(
+            matches!(
+                &big,
+                Error::TooLarge {
+                    limit: 99,
+                    size: Some(100),
+                    ..
+                }
+            ),
+            "{big:?}"
+        );
+        let missing = fetch(&runtime, &dataset, 3).unwrap_err();
+        assert!(
+            matches!(
+                &missing,
+                Error::Io {
+                    kind: io::ErrorKind::NotFound,
+                    ..
+                }
+            ),
+            "{missing:?}"
+        );
+        assert!(
+            missing
+                .to_string()
+                .starts_with(&format!("{}/bucket/pre/missing: ", server.base)),
+            "{missing}"
+        );
+        let down = fetch(&runtime, &dataset, 4).unwrap_err();
+        assert!(
+            matches!(
+                &down,
+                Error::Http {
+                    status: 500,
+                    attempts: 3,
+                    ..
+                }
+            ),
+            "{down:?}"
+        );
+        assert_eq!(server.hits("/bucket/pre/down"), 3);
+        let denied = fetch(&runtime, &dataset, 5).unwrap_err();
+        assert!(
+            matches!(
+                &denied,
+                Error::Io {
+                    kind: io::ErrorKind::PermissionDenied,
+                    ..
+                }
+            ),
+            "{denied:?}"
+        );
+    }
+
+    #[test]
+    fn http_store_timeout() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let server = TestServer::start(runtime.handle().unwrap(), |_, _| Reply::Stall);
+        let dataset = http_dataset(&server, &["slow"], Some(Duration::from_millis(100)), 10);
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(matches!(&error, Error::Timeout { .. }), "{error:?}");
+        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+    }
+
+    #[test]
+    fn message_parsing() {
+        assert_eq!(
+            status_in("Server returned non-2xx status code: 503 Service Unavailable: "),
+            Some(503)
+        );
+        assert_eq!(status_in("no status"), None);
+        assert_eq!(
+            attempts_in("Error performing GET x in 1s, after 3 retries, max_retries: 3"),
+            Some(4)
+        );
+        assert_eq!(attempts_in("Error performing GET x in 1s - boom"), None);
+    }
+}

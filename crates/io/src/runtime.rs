@@ -1,0 +1,178 @@
+//! The tokio runtime that runs the datasets' futures: built lazily, rebuilt after `fork`.
+//!
+//! # `block_on` rules
+//!
+//! - Call [`Runtime::block_on`] from a plain thread (the interpreter's thread with the GIL
+//!   released, a worker-pool thread). From inside any tokio runtime (a task, another
+//!   `block_on`) it returns [`Error::Runtime`] instead of panicking or deadlocking.
+//! - `block_on` drives the given future on the calling thread; the runtime's worker threads run
+//!   the I/O driver, the timers and whatever is spawned. To spread CPU work (TLS, copying bodies)
+//!   over the workers, [`Runtime::spawn`] the futures and await the join handles in `block_on`.
+//! - Several threads may `block_on` the same runtime at once.
+//! - After `fork`, the child builds a new runtime on first use; the parent's runtime is leaked
+//!   there, never dropped or joined (its threads do not exist in the child).
+//! - Dropping a [`Runtime`] does not wait for its tasks: they are cancelled in the background.
+
+use std::future::Future;
+use std::num::NonZeroUsize;
+
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::per_process::PerProcess;
+
+/// The most worker threads a [`Runtime`] accepts.
+pub const MAX_THREADS: usize = 1024;
+
+/// A multi-thread tokio runtime with a fixed number of worker threads, built on first use.
+pub struct Runtime {
+    threads: usize,
+    inner: PerProcess<Owned>,
+}
+
+/// A tokio runtime that is shut down without waiting when dropped.
+struct Owned(Option<tokio::runtime::Runtime>);
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime with `threads` worker threads (1 to [`MAX_THREADS`]); `None` means the CPUs
+    /// available to the process ([`std::thread::available_parallelism`]). Nothing is started
+    /// until the runtime is first used.
+    pub fn new(threads: Option<usize>) -> Result<Runtime, Error> {
+        let threads = match threads {
+            Some(n) if (1..=MAX_THREADS).contains(&n) => n,
+            Some(n) => {
+                return Err(Error::invalid(format!(
+                    "runtime_threads must be between 1 and {MAX_THREADS}, got {n}"
+                )));
+            }
+            None => std::thread::available_parallelism()
+                .map_or(1, NonZeroUsize::get)
+                .min(MAX_THREADS),
+        };
+        Ok(Runtime {
+            threads,
+            inner: PerProcess::new(),
+        })
+    }
+
+    /// The number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// A handle to the runtime of this process, building it if needed.
+    pub fn handle(&self) -> Result<&tokio::runtime::Handle, Error> {
+        let owned = self.inner.get_or_try_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(self.threads)
+                .thread_name("dlrs-io")
+                .enable_io()
+                .enable_time()
+                .build()
+                .map(|runtime| Owned(Some(runtime)))
+                .map_err(|e| Error::Runtime(format!("cannot start the I/O runtime: {e}")))
+        })?;
+        match &owned.0 {
+            Some(runtime) => Ok(runtime.handle()),
+            None => unreachable!("an Owned runtime is only emptied when dropped"),
+        }
+    }
+
+    /// Runs `future` to completion on the calling thread (see the module's rules).
+    pub fn block_on<F: Future>(&self, future: F) -> Result<F::Output, Error> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::Runtime(
+                "block_on was called from inside an async runtime".to_owned(),
+            ));
+        }
+        Ok(self.handle()?.block_on(future))
+    }
+
+    /// Spawns `future` on the worker threads.
+    pub fn spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, Error>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Ok(self.handle()?.spawn(future))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_counts() {
+        assert_eq!(Runtime::new(Some(1)).unwrap().threads(), 1);
+        assert_eq!(Runtime::new(Some(1024)).unwrap().threads(), 1024);
+        let default = Runtime::new(None).unwrap().threads();
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(default, cpus.min(MAX_THREADS));
+        for bad in [0, 1025] {
+            let error = Runtime::new(Some(bad)).unwrap_err();
+            assert!(matches!(error, Error::InvalidArgument(_)));
+            assert_eq!(
+                error.to_string(),
+                format!("runtime_threads must be between 1 and 1024, got {bad}")
+            );
+        }
+    }
+
+    #[test]
+    fn lazy_and_runs_futures() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        assert!(!runtime.inner.is_built());
+        assert_eq!(runtime.block_on(async { 41 + 1 }).unwrap(), 42);
+        assert!(runtime.inner.is_built());
+        let spawned = runtime
+            .spawn(async { std::thread::current().name().map(str::to_owned) })
+            .unwrap();
+        let name = runtime.block_on(spawned).unwrap().unwrap();
+        assert_eq!(name.as_deref(), Some("dlrs-io"));
+    }
+
+    #[test]
+    fn nested_block_on_is_an_error() {
+        let runtime = std::sync::Arc::new(Runtime::new(Some(1)).unwrap());
+        let inner = runtime.clone();
+        let nested = runtime
+            .block_on(async move {
+                inner
+                    .block_on(async { 1 })
+                    .map_err(|e| (e.to_string(), e.python_kind()))
+            })
+            .unwrap();
+        assert_eq!(
+            nested,
+            Err((
+                "block_on was called from inside an async runtime".to_owned(),
+                crate::PyKind::RuntimeError
+            ))
+        );
+    }
+
+    #[test]
+    fn drop_inside_a_task_does_not_panic() {
+        let outer = Runtime::new(Some(1)).unwrap();
+        let inner = Runtime::new(Some(1)).unwrap();
+        assert_eq!(inner.block_on(async { 5 }).unwrap(), 5);
+        outer.block_on(async move { drop(inner) }).unwrap();
+    }
+}
