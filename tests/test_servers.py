@@ -16,23 +16,15 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from servers._common import ALLOW_MISSING_ENV, ServiceUnavailable
+from servers._common import ALLOW_MISSING_ENV, METADATA_BLACKHOLE, ServiceUnavailable, cloud_isolation_env
 from servers.azure import ACCOUNT, ACCOUNT_KEY, AzuriteServer, _sign, azurite_binary
-from servers.fixtures import (  # noqa: F401 - fixtures used by name
+from servers.fixtures import *  # noqa: F403 - the fixtures, as a conftest would bring them in
+from servers.fixtures import (
     ObjectStoreCase,
-    azure_container,
-    azurite_server,
-    gcs_bucket,
-    gcs_server,
-    http_server,
-    http_server_factory,
     missing_service,
-    object_store_case,
     requires_azurite,
     requires_gcs,
     requires_s3,
-    s3_bucket,
-    s3_server,
     start_or_skip,
 )
 from servers.gcs import GcsTestServer
@@ -538,6 +530,11 @@ def test_gcs_options(gcs_server: GcsTestServer) -> None:
     assert key["gcs_base_url"] == f"http://127.0.0.1:{gcs_server.port}"
     assert key["disable_oauth"] is True
     assert gcs_server.env()["GOOGLE_SERVICE_ACCOUNT_KEY"] == opts["google_service_account_key"]
+    assert gcs_server.base_url_options() == {
+        "google_base_url": f"http://127.0.0.1:{gcs_server.port}",
+        "google_skip_signature": "true",
+        "google_allow_http": "true",
+    }
 
 
 @requires_gcs
@@ -587,6 +584,12 @@ def test_azurite_options(azurite_server: AzuriteServer) -> None:
         "azure_storage_account_name": ACCOUNT,
         "azure_storage_account_key": ACCOUNT_KEY,
     }
+    assert azurite_server.endpoint_options() == {
+        "azure_storage_account_name": ACCOUNT,
+        "azure_storage_account_key": ACCOUNT_KEY,
+        "azure_storage_endpoint": f"http://127.0.0.1:{azurite_server.port}/{ACCOUNT}",
+        "azure_allow_http": "true",
+    }
     assert azurite_server.env()["AZURITE_BLOB_STORAGE_URL"] == f"http://127.0.0.1:{azurite_server.port}"
 
 
@@ -611,6 +614,29 @@ def test_object_store_case_round_trip(object_store_case: ObjectStoreCase) -> Non
     assert case.get("x/1.bin") == b"one"
     assert case.url("x/1.bin") == f"{case.scheme}://{case.bucket}/x/1.bin"
     assert case.options == case.server.options()
+
+
+def test_cloud_isolation_env() -> None:
+    remove, set_ = cloud_isolation_env(
+        {"AWS_ACCESS_KEY_ID": "k", "GOOGLE_SERVICE_ACCOUNT": "p", "AZURE_STORAGE_ACCOUNT_KEY": "x",
+         "STORAGE_EMULATOR_HOST": "h", "HOME": "/root", "PATH": "/bin"}
+    )
+    assert sorted(remove) == ["AWS_ACCESS_KEY_ID", "AZURE_STORAGE_ACCOUNT_KEY", "GOOGLE_SERVICE_ACCOUNT", "STORAGE_EMULATOR_HOST"]
+    assert METADATA_BLACKHOLE == "http://127.0.0.1:9"
+    assert set_ == {
+        "AWS_METADATA_ENDPOINT": "http://127.0.0.1:9",
+        "GCE_METADATA_HOST": "127.0.0.1:9",
+        "GCE_METADATA_IP": "127.0.0.1:9",
+        "AZURE_MSI_ENDPOINT": "http://127.0.0.1:9/metadata/identity/oauth2/token",
+    }
+
+
+def test_bucket_fixtures_isolate_the_cloud_env(object_store_case: ObjectStoreCase) -> None:
+    assert os.environ["AWS_METADATA_ENDPOINT"] == METADATA_BLACKHOLE
+    assert os.environ["GCE_METADATA_HOST"] == "127.0.0.1:9"
+    assert "AWS_ACCESS_KEY_ID" not in os.environ
+    expected_azurite = [object_store_case.server.endpoint] if object_store_case.name == "azure" else []
+    assert [v for k, v in os.environ.items() if k.startswith("AZURITE_")] == expected_azurite
 
 
 def test_start_or_skip_fails_unless_missing_services_are_allowed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,11 +11,13 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
     "ALLOW_MISSING_ENV",
+    "METADATA_BLACKHOLE",
+    "cloud_isolation_env",
     "ManagedProcess",
     "ServiceUnavailable",
     "free_port",
@@ -28,6 +30,35 @@ __all__ = [
 ALLOW_MISSING_ENV = "DLRS_ALLOW_MISSING_SERVICES"
 
 _names = itertools.count()
+
+#: A closed port on the loopback: where a client without credentials is sent to look for cloud
+#: instance metadata, instead of 169.254.169.254 (object_store falls back to it when no
+#: credentials are given, and that address must never be contacted from the tests).
+METADATA_BLACKHOLE = "http://127.0.0.1:9"
+
+_CLOUD_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_", "GCE_")
+_CLOUD_NAMES = ("STORAGE_EMULATOR_HOST", "IDENTITY_ENDPOINT", "MSI_ENDPOINT", "IMDS_ENDPOINT")
+
+
+def cloud_isolation_env(environ: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """What to remove from and set in the environment so that no cloud client reaches past the
+    loopback: (names to remove, variables to set).
+
+    Removes every ``AWS_*``, ``GOOGLE_*``, ``AZURE_*``, ``AZURITE_*``, ``GCE_*`` variable (and a
+    few others), then points the instance-metadata endpoints of the three clouds at
+    :data:`METADATA_BLACKHOLE`: ``AWS_METADATA_ENDPOINT`` (object_store key
+    ``aws_metadata_endpoint``), ``GCE_METADATA_HOST``/``GCE_METADATA_IP`` (read by object_store
+    itself) and ``AZURE_MSI_ENDPOINT`` (``azure_msi_endpoint``).
+    """
+    env = os.environ if environ is None else environ
+    remove = [k for k in env if k.startswith(_CLOUD_PREFIXES) or k in _CLOUD_NAMES]
+    host = METADATA_BLACKHOLE.removeprefix("http://")
+    return remove, {
+        "AWS_METADATA_ENDPOINT": METADATA_BLACKHOLE,
+        "GCE_METADATA_HOST": host,
+        "GCE_METADATA_IP": host,
+        "AZURE_MSI_ENDPOINT": METADATA_BLACKHOLE + "/metadata/identity/oauth2/token",
+    }
 
 
 class ServiceUnavailable(RuntimeError):

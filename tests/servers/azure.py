@@ -185,6 +185,16 @@ class AzuriteServer:
             "azure_storage_account_key": ACCOUNT_KEY,
         }
 
+    def endpoint_options(self) -> dict[str, str]:
+        """object_store options that reach Azurite without the emulator mode and without any
+        environment variable: the account's endpoint, plain HTTP, the well-known key."""
+        return {
+            "azure_storage_account_name": ACCOUNT,
+            "azure_storage_account_key": ACCOUNT_KEY,
+            "azure_storage_endpoint": self.account_url,
+            "azure_allow_http": "true",
+        }
+
     def env(self) -> dict[str, str]:
         """Environment variables: ``AZURITE_BLOB_STORAGE_URL`` (needed with :meth:`options`) and the
         ``AZURE_STORAGE_*`` equivalents of the options."""

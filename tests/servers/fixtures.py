@@ -16,14 +16,17 @@ from typing import Any, TypeVar, Union
 
 import pytest
 
-from ._common import ServiceUnavailable, missing_services_allowed
+from ._common import METADATA_BLACKHOLE, ServiceUnavailable, cloud_isolation_env, missing_services_allowed
 from .azure import AzuriteServer, azurite_binary
 from .gcs import GcsTestServer, fake_gcs_binary
 from .http import HttpTestServer
 from .s3 import S3TestServer
 
 __all__ = [
+    "METADATA_BLACKHOLE",
     "ObjectStoreCase",
+    "cloud_env_isolated",
+    "isolate_cloud_env",
     "azure_container",
     "azurite_server",
     "gcs_bucket",
@@ -93,6 +96,24 @@ def start_or_skip(server: _S) -> _S:
         pytest.fail(f"service unavailable: {exc} (set DLRS_ALLOW_MISSING_SERVICES=1 to skip)", pytrace=False)
 
 
+def isolate_cloud_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removes the cloud variables of this process's environment and sends the instance-metadata
+    look-ups of a credential-less client to a closed loopback port (see
+    :func:`servers._common.cloud_isolation_env`); undone when the test ends."""
+    remove, set_ = cloud_isolation_env()
+    for name in remove:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in set_.items():
+        monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def cloud_env_isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`isolate_cloud_env` for this test. The bucket fixtures below use it: a client built
+    without credentials then fails on 127.0.0.1:9 instead of asking 169.254.169.254."""
+    isolate_cloud_env(monkeypatch)
+
+
 # --------------------------------------------------------------------------- HTTP
 
 
@@ -158,19 +179,19 @@ def azurite_server() -> Iterator[AzuriteServer]:
 
 
 @pytest.fixture
-def s3_bucket(s3_server: S3TestServer) -> str:
+def s3_bucket(s3_server: S3TestServer, cloud_env_isolated: None) -> str:
     """A new, empty bucket on :func:`s3_server`."""
     return s3_server.create_bucket()
 
 
 @pytest.fixture
-def gcs_bucket(gcs_server: GcsTestServer) -> str:
+def gcs_bucket(gcs_server: GcsTestServer, cloud_env_isolated: None) -> str:
     """A new, empty bucket on :func:`gcs_server`."""
     return gcs_server.create_bucket()
 
 
 @pytest.fixture
-def azure_container(azurite_server: AzuriteServer, monkeypatch: pytest.MonkeyPatch) -> str:
+def azure_container(azurite_server: AzuriteServer, cloud_env_isolated: None, monkeypatch: pytest.MonkeyPatch) -> str:
     """A new, empty container on :func:`azurite_server`; also sets ``AZURITE_BLOB_STORAGE_URL``
     for this test (object_store's emulator mode reads the address from it)."""
     monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", azurite_server.endpoint)
@@ -217,8 +238,11 @@ _SERVER_FIXTURES = {"s3": "s3_server", "gcs": "gcs_server", "azure": "azurite_se
         pytest.param("azure", marks=requires_azurite),
     ]
 )
-def object_store_case(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ObjectStoreCase:
-    """Parametrized over S3, GCS and Azure: a fresh bucket and the options that reach it.
+def object_store_case(
+    request: pytest.FixtureRequest, cloud_env_isolated: None, monkeypatch: pytest.MonkeyPatch
+) -> ObjectStoreCase:
+    """Parametrized over S3, GCS and Azure: a fresh bucket and the options that reach it, in an
+    isolated cloud environment (:func:`cloud_env_isolated`).
 
     For Azure, ``AZURITE_BLOB_STORAGE_URL`` is set for the test (the only setting object_store
     takes from the environment only).

@@ -123,6 +123,15 @@ class GcsTestServer:
             "google_allow_http": "true",
         }
 
+    def base_url_options(self) -> dict[str, str]:
+        """Other object_store options that reach the emulator: its URL as ``google_base_url`` and
+        unsigned requests (fake-gcs-server does not check authorization)."""
+        return {
+            "google_base_url": self.endpoint,
+            "google_skip_signature": "true",
+            "google_allow_http": "true",
+        }
+
     def env(self) -> dict[str, str]:
         """The same settings as environment variables (plus ``STORAGE_EMULATOR_HOST`` for Google's SDKs)."""
         return {

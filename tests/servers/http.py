@@ -521,7 +521,8 @@ class HttpTestServer:
                 await self._send_simple(writer, 400, str(exc), close=not keep_alive)
                 return keep_alive, False
         except ConnectionError:
-            record.outcome = "client-gone"
+            if record.outcome not in _FAULTS:
+                record.outcome = "client-gone"
             return False, False
         finally:
             with self._lock:
@@ -594,6 +595,7 @@ class HttpTestServer:
         if chunk < 1:
             raise _BadRequest(f"chunk must be >= 1, got {chunk}")
         if fault is None:
+            record.outcome = "ok"  # decided now; becomes "client-gone" if the client leaves
             await self._respond(
                 writer,
                 200,
@@ -604,12 +606,12 @@ class HttpTestServer:
                 content_type=content_type,
                 chunk=chunk,
             )
-            record.outcome = "ok"
             return keep_alive, False
 
         default_after = body.length // 2 if fault == "truncate" else 0
         after = _int_param(params, "after", default_after)
         assert after is not None
+        record.outcome = fault
         await self._respond(
             writer,
             200,
@@ -621,7 +623,6 @@ class HttpTestServer:
             chunk=chunk,
             terminate=False,
         )
-        record.outcome = fault
         if fault == "reset":
             await self._flush(writer)
             self._reset(writer)
