@@ -1,0 +1,148 @@
+//! `Compose`: transforms applied in order, with runs of ToFloat, Normalize and ToChw fused into
+//! one pass over the pixels.
+
+use std::sync::Arc;
+
+use crate::tensor::FloatPlan;
+use crate::{Error, Item, Transform};
+
+#[derive(Debug)]
+enum Stage {
+    One(Arc<dyn Transform>),
+    /// Consecutive per-value steps done in one pass.
+    Fused(FloatPlan),
+}
+
+/// torchvision's `Compose(transforms)`.
+#[derive(Debug)]
+pub struct Compose {
+    transforms: Vec<Arc<dyn Transform>>,
+    stages: Vec<Stage>,
+}
+
+impl Compose {
+    pub fn new(transforms: Vec<Arc<dyn Transform>>) -> Compose {
+        let mut stages = Vec::new();
+        let mut i = 0;
+        while i < transforms.len() {
+            let mut plan = FloatPlan::default();
+            let mut n = 0;
+            while let Some(step) = transforms.get(i + n).and_then(|t| t.pointwise()) {
+                if !plan.push(&step) {
+                    break;
+                }
+                n += 1;
+            }
+            if n >= 2 {
+                stages.push(Stage::Fused(plan));
+                i += n;
+            } else {
+                stages.push(Stage::One(Arc::clone(&transforms[i])));
+                i += 1;
+            }
+        }
+        Compose { transforms, stages }
+    }
+
+    /// The transforms, as given.
+    pub fn transforms(&self) -> &[Arc<dyn Transform>] {
+        &self.transforms
+    }
+
+    /// How many passes over the pixels `apply` makes (fused runs count once).
+    pub fn passes(&self) -> usize {
+        self.stages.len()
+    }
+}
+
+impl Transform for Compose {
+    fn apply(&self, index: u64, mut item: Item) -> Result<Item, Error> {
+        for stage in &self.stages {
+            item = match stage {
+                Stage::One(t) => t.apply(index, item)?,
+                Stage::Fused(plan) => Item::Image(plan.run(item)?),
+            };
+        }
+        Ok(item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Image, Layout, Normalize, Pixels, ToChw, ToFloat, ToHwc, ToRgb};
+
+    #[derive(Debug)]
+    struct AddIndex;
+
+    impl Transform for AddIndex {
+        fn apply(&self, index: u64, item: Item) -> Result<Item, Error> {
+            let Item::Image(im) = item else {
+                return Err(Error::arg("AddIndex", "not an image"));
+            };
+            let (h, w, c, l) = (im.height(), im.width(), im.channels(), im.layout());
+            let Pixels::U8(v) = im.into_pixels() else {
+                return Err(Error::arg("AddIndex", "not uint8"));
+            };
+            let v = v.into_iter().map(|x| x.wrapping_add(index as u8)).collect();
+            Ok(Item::Image(Image::new(h, w, c, l, Pixels::U8(v))?))
+        }
+    }
+
+    fn grey() -> Item {
+        Item::Image(Image::new(1, 2, 1, Layout::Hwc, Pixels::U8(vec![10, 20])).unwrap())
+    }
+
+    #[test]
+    fn applies_in_order_with_the_index() {
+        let c = Compose::new(vec![
+            Arc::new(AddIndex),
+            Arc::new(ToRgb),
+            Arc::new(AddIndex),
+        ]);
+        assert_eq!(c.passes(), 3);
+        let Item::Image(im) = c.apply(5, grey()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(im.pixels(), &Pixels::U8(vec![20, 20, 20, 30, 30, 30]));
+    }
+
+    #[test]
+    fn fuses_float_normalize_chw_with_the_same_values() {
+        let steps: Vec<Arc<dyn Transform>> = vec![
+            Arc::new(ToRgb),
+            Arc::new(ToFloat::default()),
+            Arc::new(Normalize::new(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225]).unwrap()),
+            Arc::new(ToChw),
+            Arc::new(ToHwc),
+        ];
+        let fused = Compose::new(steps.clone());
+        assert_eq!(fused.passes(), 3);
+        let mut item = grey();
+        for s in &steps {
+            item = s.apply(0, item).unwrap();
+        }
+        assert_eq!(fused.apply(0, grey()).unwrap(), item);
+        assert_eq!(fused.transforms().len(), 5);
+    }
+
+    #[test]
+    fn errors_keep_the_transform_name() {
+        let c = Compose::new(vec![
+            Arc::new(Normalize::new(&[0.5], &[0.5]).unwrap()),
+            Arc::new(ToChw),
+        ]);
+        assert_eq!(c.passes(), 1);
+        let err = c.apply(0, grey()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::WrongInput {
+                    transform: "Normalize",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! `Decode`: encoded bytes to a uint8 HWC image, with limits checked from the header first.
+
+mod bmp;
+mod jpeg;
+mod png;
+mod tiff;
+mod webp;
+
+use crate::image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
+use crate::{Error, Format, Transform};
+
+/// Decode's limits: the largest sides and the most bytes a decoder may allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    pub max_width: usize,
+    pub max_height: usize,
+    pub max_alloc: usize,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        DecodeLimits {
+            max_width: MAX_SIDE,
+            max_height: MAX_SIDE,
+            max_alloc: MAX_BYTES,
+        }
+    }
+}
+
+impl DecodeLimits {
+    /// Refuses an image from its header: sides above the limits, or `bytes` (what decoding
+    /// would allocate at its peak) above `max_alloc`.
+    pub(crate) fn check(&self, width: u64, height: u64, bytes: u64) -> Result<(), Error> {
+        if width > self.max_width as u64 || height > self.max_height as u64 {
+            return Err(Error::TooLarge {
+                width,
+                height,
+                max_width: self.max_width as u64,
+                max_height: self.max_height as u64,
+            });
+        }
+        if bytes > self.max_alloc as u64 {
+            return Err(Error::AllocationTooLarge {
+                width,
+                height,
+                bytes,
+                max_alloc: self.max_alloc as u64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Decodes PNG, JPEG, WebP, TIFF and BMP bytes into a uint8 HWC image with the image's own
+/// channels (1, 2, 3 or 4) as Pillow loads it: palettes expanded (to RGBA when the palette has
+/// transparency), a tRNS colour key made an alpha channel, 16-bit samples reduced as Pillow
+/// does, CMYK converted to RGB with Pillow's arithmetic.
+#[derive(Debug, Clone, Default)]
+pub struct Decode {
+    limits: DecodeLimits,
+}
+
+impl Decode {
+    /// `Decode(max_width=16384, max_height=16384, max_alloc=256 MiB)`; each limit must be at
+    /// least 1 and at most its default (the limits of [`Image`]).
+    pub fn new(max_width: usize, max_height: usize, max_alloc: usize) -> Result<Decode, Error> {
+        for (name, value, max) in [
+            ("max_width", max_width, MAX_SIDE),
+            ("max_height", max_height, MAX_SIDE),
+            ("max_alloc", max_alloc, MAX_BYTES),
+        ] {
+            if value == 0 || value > max {
+                return Err(Error::arg(
+                    "Decode",
+                    format!("{name}={value} must be between 1 and {max}"),
+                ));
+            }
+        }
+        Ok(Decode {
+            limits: DecodeLimits {
+                max_width,
+                max_height,
+                max_alloc,
+            },
+        })
+    }
+
+    pub fn limits(&self) -> DecodeLimits {
+        self.limits
+    }
+
+    /// Decodes one encoded image.
+    pub fn decode(&self, data: &[u8]) -> Result<Image, Error> {
+        let raw = match sniff_format(data) {
+            Some(Format::Png) => png::decode(data, &self.limits)?,
+            Some(Format::Jpeg) => jpeg::decode(data, &self.limits)?,
+            Some(Format::WebP) => webp::decode(data, &self.limits)?,
+            Some(Format::Tiff) => tiff::decode(data, &self.limits)?,
+            Some(Format::Bmp) => bmp::decode(data, &self.limits)?,
+            None => {
+                return Err(Error::UnknownFormat {
+                    magic: data.iter().take(8).copied().collect(),
+                });
+            }
+        };
+        raw.into_image()
+    }
+}
+
+impl Transform for Decode {
+    fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
+        match item {
+            Item::Bytes(b) => self.decode(&b).map(Item::Image),
+            Item::Image(im) => Err(Error::WrongInput {
+                transform: "Decode",
+                expected: "encoded bytes",
+                got: im.describe(),
+            }),
+        }
+    }
+}
+
+/// The format of encoded bytes, from their signature.
+pub fn sniff_format(data: &[u8]) -> Option<Format> {
+    if data.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some(Format::Png)
+    } else if data.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some(Format::Jpeg)
+    } else if data.len() >= 12 && &data[..4] == b"RIFF" && &data[8..12] == b"WEBP" {
+        Some(Format::WebP)
+    } else if data.starts_with(b"II*\0")
+        || data.starts_with(b"MM\0*")
+        || data.starts_with(b"II+\0")
+        || data.starts_with(b"MM\0+")
+    {
+        Some(Format::Tiff)
+    } else if data.starts_with(b"BM") {
+        Some(Format::Bmp)
+    } else {
+        None
+    }
+}
+
+/// A decoder's output before it becomes an [`Image`].
+pub(crate) struct Raw {
+    pub width: usize,
+    pub height: usize,
+    pub channels: usize,
+    pub data: Vec<u8>,
+}
+
+impl Raw {
+    fn into_image(self) -> Result<Image, Error> {
+        Image::new(
+            self.height,
+            self.width,
+            self.channels,
+            Layout::Hwc,
+            Pixels::U8(self.data),
+        )
+    }
+}
+
+/// Pillow's CMYK to RGB (`cmyk2rgb`): `(255 - K) - C * (255 - K) / 255` with Pillow's rounded
+/// division by 255, per channel.
+pub(crate) fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cmyk.len() / 4 * 3);
+    for px in cmyk.chunks_exact(4) {
+        let nk = 255 - u32::from(px[3]);
+        for &c in &px[..3] {
+            out.push((nk - muldiv255(u32::from(c), nk)) as u8);
+        }
+    }
+    out
+}
+
+/// Pillow's `MULDIV255(a, b)`: `a * b / 255` rounded, in integers.
+#[inline]
+pub(crate) fn muldiv255(a: u32, b: u32) -> u32 {
+    let t = a * b + 128;
+    ((t >> 8) + t) >> 8
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffs_signatures() {
+        assert_eq!(sniff_format(b"\x89PNG\r\n\x1a\nrest"), Some(Format::Png));
+        assert_eq!(sniff_format(&[0xff, 0xd8, 0xff, 0xe0]), Some(Format::Jpeg));
+        assert_eq!(sniff_format(b"RIFF\0\0\0\0WEBPVP8 "), Some(Format::WebP));
+        assert_eq!(sniff_format(b"II*\0"), Some(Format::Tiff));
+        assert_eq!(sniff_format(b"MM\0*"), Some(Format::Tiff));
+        assert_eq!(sniff_format(b"BM\0\0"), Some(Format::Bmp));
+        assert_eq!(sniff_format(b"GIF89a"), None);
+        assert_eq!(sniff_format(b""), None);
+    }
+
+    #[test]
+    fn unknown_format_and_wrong_input() {
+        let err = Decode::default().decode(b"GIF89a...").unwrap_err();
+        assert!(matches!(err, Error::UnknownFormat { .. }), "{err}");
+        let im = Image::new(1, 1, 1, Layout::Hwc, Pixels::U8(vec![0])).unwrap();
+        let err = Decode::default().apply(0, Item::Image(im)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Decode expects encoded bytes, got a uint8 HWC image of 1x1x1"
+        );
+    }
+
+    #[test]
+    fn limits_are_validated() {
+        assert!(Decode::new(16384, 16384, 256 << 20).is_ok());
+        let err = Decode::new(0, 10, 10).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Decode: invalid argument: max_width=0 must be between 1 and 16384"
+        );
+        assert!(Decode::new(10, 16385, 10).is_err());
+        assert!(Decode::new(10, 10, (256 << 20) + 1).is_err());
+    }
+
+    #[test]
+    fn cmyk_matches_pillow_formula() {
+        // Values computed by hand: nk = 255 - K; out = nk - round(C * nk / 255).
+        // C=0,K=0 -> 255; C=255,K=0 -> 0; C=100,K=55 -> nk=200, 100*200/255=78.43 -> 78 -> 122.
+        assert_eq!(
+            cmyk_to_rgb(&[0, 255, 100, 0, 100, 100, 100, 55]),
+            vec![255, 0, 155, 122, 122, 122]
+        );
+        assert_eq!(muldiv255(255, 255), 255);
+        assert_eq!(muldiv255(128, 255), 128);
+        assert_eq!(muldiv255(1, 127), 0);
+        assert_eq!(muldiv255(1, 128), 1);
+    }
+}

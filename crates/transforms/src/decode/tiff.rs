@@ -1,0 +1,87 @@
+//! TIFF (first image) through the `tiff` crate: 8-bit L, LA, RGB, RGBA, CMYK; 16-bit as Pillow.
+
+use std::io::Cursor;
+
+use ::tiff::ColorType;
+use ::tiff::TiffError;
+use ::tiff::decoder::{Decoder, DecodingResult, Limits};
+
+use super::{DecodeLimits, Raw, cmyk_to_rgb};
+use crate::{Error, Format};
+
+fn map_err(e: TiffError) -> Error {
+    match e {
+        TiffError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Error::truncated(Format::Tiff, "the data ends before the image does")
+        }
+        TiffError::IoError(io) => Error::truncated(Format::Tiff, io),
+        TiffError::UnsupportedError(u) => Error::unsupported(Format::Tiff, u),
+        TiffError::LimitsExceeded => {
+            Error::corrupt(Format::Tiff, "the decoder's memory limit was exceeded")
+        }
+        other => Error::corrupt(Format::Tiff, other),
+    }
+}
+
+pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
+    let mut tiff_limits = Limits::default();
+    tiff_limits.decoding_buffer_size = limits.max_alloc;
+    tiff_limits.intermediate_buffer_size = limits.max_alloc;
+    let mut decoder = Decoder::new(Cursor::new(data))
+        .map_err(map_err)?
+        .with_limits(tiff_limits);
+    let (width, height) = decoder.dimensions().map_err(map_err)?;
+    let color = decoder.colortype().map_err(map_err)?;
+    let (samples, bits) = match color {
+        ColorType::Gray(b) => (1, b),
+        ColorType::GrayA(b) => (2, b),
+        ColorType::RGB(b) => (3, b),
+        ColorType::RGBA(b) => (4, b),
+        ColorType::CMYK(b) => (4, b),
+        other => {
+            return Err(Error::unsupported(
+                Format::Tiff,
+                format!("colour type {other:?}"),
+            ));
+        }
+    };
+    if bits != 8 && bits != 16 {
+        return Err(Error::unsupported(
+            Format::Tiff,
+            format!("{bits}-bit samples"),
+        ));
+    }
+    let (w, h) = (u64::from(width), u64::from(height));
+    limits.check(w, h, w * h * samples * u64::from(bits / 8))?;
+    let result = decoder.read_image().map_err(map_err)?;
+    let values = match result {
+        DecodingResult::U8(v) => v,
+        // Pillow loads 16-bit grey as I;16 (converted by clipping to 255) and keeps the high byte
+        // of 16-bit colour samples.
+        DecodingResult::U16(v) if samples == 1 => v.iter().map(|&s| s.min(255) as u8).collect(),
+        DecodingResult::U16(v) => v.iter().map(|&s| (s >> 8) as u8).collect(),
+        _ => {
+            return Err(Error::unsupported(
+                Format::Tiff,
+                "sample format other than unsigned integers",
+            ));
+        }
+    };
+    let expected = (w * h * samples) as usize;
+    if values.len() != expected {
+        return Err(Error::corrupt(
+            Format::Tiff,
+            format!("decoded {} samples, expected {expected}", values.len()),
+        ));
+    }
+    let (channels, data) = match color {
+        ColorType::CMYK(_) => (3, cmyk_to_rgb(&values)),
+        _ => (samples as usize, values),
+    };
+    Ok(Raw {
+        width: width as usize,
+        height: height as usize,
+        channels,
+        data,
+    })
+}

@@ -1,0 +1,39 @@
+//! WebP (lossy and lossless, first frame) through image-webp.
+
+use std::io::Cursor;
+
+use image_webp::{DecodingError, WebPDecoder};
+
+use super::{DecodeLimits, Raw};
+use crate::{Error, Format};
+
+fn map_err(e: DecodingError) -> Error {
+    match e {
+        DecodingError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Error::truncated(Format::WebP, "the data ends before the image does")
+        }
+        DecodingError::IoError(io) => Error::truncated(Format::WebP, io),
+        DecodingError::UnsupportedFeature(f) => Error::unsupported(Format::WebP, f),
+        other => Error::corrupt(Format::WebP, other),
+    }
+}
+
+pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
+    let mut decoder = WebPDecoder::new(Cursor::new(data)).map_err(map_err)?;
+    let (width, height) = decoder.dimensions();
+    let channels = if decoder.has_alpha() { 4 } else { 3 };
+    let bytes = u64::from(width) * u64::from(height) * channels as u64;
+    limits.check(u64::from(width), u64::from(height), bytes)?;
+    decoder.set_memory_limit(limits.max_alloc);
+    let size = decoder
+        .output_buffer_size()
+        .ok_or_else(|| Error::corrupt(Format::WebP, "image too large for this platform"))?;
+    let mut buf = vec![0u8; size];
+    decoder.read_image(&mut buf).map_err(map_err)?;
+    Ok(Raw {
+        width: width as usize,
+        height: height as usize,
+        channels,
+        data: buf,
+    })
+}

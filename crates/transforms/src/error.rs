@@ -1,0 +1,180 @@
+//! The crate's one error type, its variants grouped by who is at fault.
+
+use crate::image::Dtype;
+
+/// The image formats [`crate::Decode`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    Png,
+    Jpeg,
+    WebP,
+    Tiff,
+    Bmp,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Png => "PNG",
+            Format::Jpeg => "JPEG",
+            Format::WebP => "WebP",
+            Format::Tiff => "TIFF",
+            Format::Bmp => "BMP",
+        })
+    }
+}
+
+/// Every error of `dlrs-transforms`.
+///
+/// All variants map to Python's `ValueError`, the spec's class for bad arguments, over-limit and
+/// undecodable images and transforms given an image they do not take.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    // ----- the caller's argument -----
+    /// A transform or collator was built (or called) with an argument it cannot use.
+    #[error("{transform}: invalid argument: {reason}")]
+    InvalidArgument {
+        transform: &'static str,
+        reason: String,
+    },
+    /// Raw pixels whose shape, channel count or length do not describe an image.
+    #[error("invalid image: {reason}")]
+    InvalidImage { reason: String },
+
+    // ----- limits -----
+    /// The image's sides exceed the limits (checked from the header, before decoding).
+    #[error("image of {width}x{height} pixels exceeds the limit of {max_width}x{max_height}")]
+    TooLarge {
+        width: u64,
+        height: u64,
+        max_width: u64,
+        max_height: u64,
+    },
+    /// Decoding (or holding) the image would need more memory than allowed.
+    #[error(
+        "image of {width}x{height} pixels needs {bytes} bytes, above the limit of {max_alloc} bytes"
+    )]
+    AllocationTooLarge {
+        width: u64,
+        height: u64,
+        bytes: u64,
+        max_alloc: u64,
+    },
+
+    // ----- the encoded data -----
+    /// The bytes start with no signature of a supported format.
+    #[error(
+        "unknown image format (first bytes: {magic:02x?}); supported: PNG, JPEG, WebP, TIFF, BMP"
+    )]
+    UnknownFormat { magic: Vec<u8> },
+    /// The data is not a valid image of its format.
+    #[error("corrupt {format} image: {reason}")]
+    Corrupt { format: Format, reason: String },
+    /// The data ends before the image does.
+    #[error("truncated {format} image: {reason}")]
+    Truncated { format: Format, reason: String },
+    /// A valid image using a feature this decoder does not implement.
+    #[error("unsupported {format} image: {reason}")]
+    Unsupported { format: Format, reason: String },
+
+    // ----- the input given to a transform -----
+    /// A transform was given an item it does not take (for example Normalize before ToFloat).
+    #[error("{transform} expects {expected}, got {got}")]
+    WrongInput {
+        transform: &'static str,
+        expected: &'static str,
+        got: String,
+    },
+    /// An image of a batch does not have the size of the batch's first image.
+    #[error(
+        "image {index} of the batch is {}x{}x{} (height x width x channels), the first one is {}x{}x{}",
+        got[0], got[1], got[2], expected[0], expected[1], expected[2]
+    )]
+    ShapeMismatch {
+        index: usize,
+        /// `[height, width, channels]` of the first image.
+        expected: [usize; 3],
+        /// `[height, width, channels]` of image `index`.
+        got: [usize; 3],
+    },
+    /// An image of a batch does not have the collator's dtype (or the first image's).
+    #[error("image {index} of the batch is {got}, expected {expected}")]
+    DtypeMismatch {
+        index: usize,
+        expected: Dtype,
+        got: Dtype,
+    },
+    /// A batch of no image has no shape.
+    #[error("cannot collate an empty batch")]
+    EmptyBatch,
+}
+
+impl Error {
+    pub(crate) fn arg(transform: &'static str, reason: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            transform,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(format: Format, reason: impl std::fmt::Display) -> Error {
+        Error::Corrupt {
+            format,
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn truncated(format: Format, reason: impl std::fmt::Display) -> Error {
+        Error::Truncated {
+            format,
+            reason: reason.to_string(),
+        }
+    }
+
+    pub(crate) fn unsupported(format: Format, reason: impl std::fmt::Display) -> Error {
+        Error::Unsupported {
+            format,
+            reason: reason.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_say_why() {
+        let e = Error::WrongInput {
+            transform: "Normalize",
+            expected: "a float32 image (apply ToFloat first)",
+            got: "a uint8 image".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Normalize expects a float32 image (apply ToFloat first), got a uint8 image"
+        );
+        let e = Error::TooLarge {
+            width: 20000,
+            height: 10,
+            max_width: 16384,
+            max_height: 16384,
+        };
+        assert_eq!(
+            e.to_string(),
+            "image of 20000x10 pixels exceeds the limit of 16384x16384"
+        );
+        assert_eq!(
+            Error::UnknownFormat {
+                magic: vec![0, 0xab]
+            }
+            .to_string(),
+            "unknown image format (first bytes: [00, ab]); supported: PNG, JPEG, WebP, TIFF, BMP"
+        );
+        assert_eq!(
+            Error::truncated(Format::Png, "unexpected end of file").to_string(),
+            "truncated PNG image: unexpected end of file"
+        );
+    }
+}

@@ -1,0 +1,588 @@
+//! `Resize`: Pillow's resampler (libImaging's fixed-point, two-pass convolution) bit for bit,
+//! and Pillow's nearest-neighbour rule; sizes computed like torchvision.
+
+use crate::color::u8_hwc;
+use crate::decode::muldiv255;
+use crate::image::{Image, Item, Layout, Pixels, check_size};
+use crate::{Error, Transform};
+
+/// The resampling filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Interpolation {
+    Nearest,
+    #[default]
+    Bilinear,
+    Bicubic,
+    Lanczos3,
+}
+
+impl std::str::FromStr for Interpolation {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "nearest" => Ok(Interpolation::Nearest),
+            "bilinear" => Ok(Interpolation::Bilinear),
+            "bicubic" => Ok(Interpolation::Bicubic),
+            "lanczos3" | "lanczos" => Ok(Interpolation::Lanczos3),
+            other => Err(Error::arg(
+                "Resize",
+                format!(
+                    "interpolation {other:?} is not one of nearest, bilinear, bicubic, lanczos3"
+                ),
+            )),
+        }
+    }
+}
+
+/// The requested size: the smaller edge (torchvision's int size) or both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeSize {
+    /// The smaller edge becomes this long; the other keeps the aspect ratio (truncated).
+    Shorter(usize),
+    Exact {
+        height: usize,
+        width: usize,
+    },
+}
+
+/// torchvision's `Resize(size, interpolation="bilinear", max_size=None, antialias=True)` with
+/// Pillow's arithmetic.
+///
+/// With `antialias=false` the filter is not widened when downscaling (torch's non-antialiased
+/// interpolation, in Pillow's fixed-point arithmetic).
+#[derive(Debug, Clone)]
+pub struct Resize {
+    size: ResizeSize,
+    interpolation: Interpolation,
+    max_size: Option<usize>,
+    antialias: bool,
+}
+
+impl Resize {
+    pub fn new(
+        size: ResizeSize,
+        interpolation: Interpolation,
+        max_size: Option<usize>,
+        antialias: bool,
+    ) -> Result<Resize, Error> {
+        let bad = |r: String| Err(Error::arg("Resize", r));
+        match size {
+            ResizeSize::Shorter(0) => return bad("size must be at least 1".into()),
+            ResizeSize::Exact { height, width } if height == 0 || width == 0 => {
+                return bad(format!("size must be at least 1, got {height}x{width}"));
+            }
+            ResizeSize::Exact { .. } if max_size.is_some() => {
+                return bad(
+                    "max_size is only allowed when size is the length of the smaller edge (an int)"
+                        .into(),
+                );
+            }
+            ResizeSize::Shorter(s) => {
+                if let Some(m) = max_size
+                    && m <= s
+                {
+                    return bad(format!(
+                        "max_size = {m} must be strictly greater than the requested size for the smaller edge = {s}"
+                    ));
+                }
+            }
+            ResizeSize::Exact { .. } => {}
+        }
+        Ok(Resize {
+            size,
+            interpolation,
+            max_size,
+            antialias,
+        })
+    }
+
+    /// The output `(height, width)` for an input of `height × width`, as torchvision computes it.
+    pub fn output_size(&self, height: usize, width: usize) -> (usize, usize) {
+        match self.size {
+            ResizeSize::Exact { height, width } => (height, width),
+            ResizeSize::Shorter(size) => {
+                let (short, long) = if width <= height {
+                    (width, height)
+                } else {
+                    (height, width)
+                };
+                let mut new_short = size;
+                let mut new_long = (size as f64 * long as f64 / short as f64) as usize;
+                if let Some(max) = self.max_size
+                    && new_long > max
+                {
+                    new_short = (max as f64 * new_short as f64 / new_long as f64) as usize;
+                    new_long = max;
+                }
+                let (new_short, new_long) = (new_short.max(1), new_long.max(1));
+                if width <= height {
+                    (new_long, new_short)
+                } else {
+                    (new_short, new_long)
+                }
+            }
+        }
+    }
+
+    pub fn resize(&self, item: Item) -> Result<Image, Error> {
+        let (h, w, c, v) = u8_hwc("Resize", item)?;
+        let (oh, ow) = self.output_size(h, w);
+        check_size(oh, ow, c, crate::Dtype::U8)?;
+        let out = if (oh, ow) == (h, w) {
+            v
+        } else if self.interpolation == Interpolation::Nearest {
+            nearest(&v, h, w, c, oh, ow)
+        } else {
+            let filter = Filter::of(self.interpolation);
+            let alpha = c == 2 || c == 4;
+            if alpha {
+                let pre = premultiply(v, c);
+                unpremultiply(resample(&pre, h, w, c, oh, ow, filter, self.antialias), c)
+            } else {
+                resample(&v, h, w, c, oh, ow, filter, self.antialias)
+            }
+        };
+        Ok(Image::from_parts(oh, ow, c, Layout::Hwc, Pixels::U8(out)))
+    }
+}
+
+impl Transform for Resize {
+    fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
+        self.resize(item).map(Item::Image)
+    }
+}
+
+/// Pillow's `RGBA -> RGBa` (and `LA -> La`): colour times alpha, rounded (`MULDIV255`).
+fn premultiply(mut v: Vec<u8>, c: usize) -> Vec<u8> {
+    for px in v.chunks_exact_mut(c) {
+        let a = u32::from(px[c - 1]);
+        for x in &mut px[..c - 1] {
+            *x = muldiv255(u32::from(*x), a) as u8;
+        }
+    }
+    v
+}
+
+/// Pillow's `RGBa -> RGBA`: colour times 255 divided by alpha (truncated, clipped); alpha 0 and
+/// 255 left as they are.
+fn unpremultiply(mut v: Vec<u8>, c: usize) -> Vec<u8> {
+    for px in v.chunks_exact_mut(c) {
+        let a = u32::from(px[c - 1]);
+        if a != 0 && a != 255 {
+            for x in &mut px[..c - 1] {
+                *x = (255 * u32::from(*x) / a).min(255) as u8;
+            }
+        }
+    }
+    v
+}
+
+/// A resampling filter: its support (radius at scale 1) and its kernel.
+#[derive(Clone, Copy)]
+struct Filter {
+    support: f64,
+    kernel: fn(f64) -> f64,
+}
+
+fn bilinear(x: f64) -> f64 {
+    let x = x.abs();
+    if x < 1.0 { 1.0 - x } else { 0.0 }
+}
+
+fn bicubic(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
+    }
+}
+
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        1.0
+    } else {
+        let x = x * std::f64::consts::PI;
+        x.sin() / x
+    }
+}
+
+fn lanczos(x: f64) -> f64 {
+    if (-3.0..3.0).contains(&x) {
+        sinc(x) * sinc(x / 3.0)
+    } else {
+        0.0
+    }
+}
+
+impl Filter {
+    fn of(i: Interpolation) -> Filter {
+        match i {
+            Interpolation::Bilinear | Interpolation::Nearest => Filter {
+                support: 1.0,
+                kernel: bilinear,
+            },
+            Interpolation::Bicubic => Filter {
+                support: 2.0,
+                kernel: bicubic,
+            },
+            Interpolation::Lanczos3 => Filter {
+                support: 3.0,
+                kernel: lanczos,
+            },
+        }
+    }
+}
+
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// The fixed-point weights of one axis: for each output index, the first input index, the
+/// number of inputs, and `ksize` weights with 22 fractional bits.
+struct Coeffs {
+    ksize: usize,
+    bounds: Vec<(usize, usize)>,
+    weights: Vec<i32>,
+}
+
+fn coefficients(in_size: usize, out_size: usize, filter: Filter, antialias: bool) -> Coeffs {
+    let scale = in_size as f64 / out_size as f64;
+    let filterscale = if antialias { scale.max(1.0) } else { 1.0 };
+    let support = filter.support * filterscale;
+    let ksize = support.ceil() as usize * 2 + 1;
+    let mut bounds = Vec::with_capacity(out_size);
+    let mut weights = vec![0i32; out_size * ksize];
+    let mut k = vec![0f64; ksize];
+    let ss = 1.0 / filterscale;
+    for xx in 0..out_size {
+        let center = (xx as f64 + 0.5) * scale;
+        // Pillow truncates (C's cast) after adding 0.5.
+        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+        let n = xmax.saturating_sub(xmin).min(ksize);
+        let mut ww = 0.0;
+        for (x, w) in k.iter_mut().enumerate().take(n) {
+            *w = (filter.kernel)(((x + xmin) as f64 - center + 0.5) * ss);
+            ww += *w;
+        }
+        let row = &mut weights[xx * ksize..][..ksize];
+        for (x, out) in row.iter_mut().enumerate().take(n) {
+            let w = if ww != 0.0 { k[x] / ww } else { k[x] };
+            let scaled = w * f64::from(1u32 << PRECISION_BITS);
+            *out = if w < 0.0 {
+                (scaled - 0.5) as i32
+            } else {
+                (scaled + 0.5) as i32
+            };
+        }
+        bounds.push((xmin, n));
+    }
+    Coeffs {
+        ksize,
+        bounds,
+        weights,
+    }
+}
+
+#[inline]
+fn clip8(acc: i32) -> u8 {
+    (acc >> PRECISION_BITS).clamp(0, 255) as u8
+}
+
+/// Horizontal pass over rows `rows` of `src` (`w` wide) into `out` (`cx.bounds.len()` wide).
+fn horizontal(
+    src: &[u8],
+    w: usize,
+    c: usize,
+    rows: std::ops::Range<usize>,
+    cx: &Coeffs,
+) -> Vec<u8> {
+    let ow = cx.bounds.len();
+    let mut out = Vec::with_capacity(rows.len() * ow * c);
+    for y in rows {
+        let row = &src[y * w * c..][..w * c];
+        for (xx, &(xmin, n)) in cx.bounds.iter().enumerate() {
+            let k = &cx.weights[xx * cx.ksize..][..n];
+            let window = &row[xmin * c..][..n * c];
+            let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
+            for (px, &kw) in window.chunks_exact(c).zip(k) {
+                for ch in 0..c {
+                    acc[ch] += i32::from(px[ch]) * kw;
+                }
+            }
+            out.extend(acc[..c].iter().map(|&a| clip8(a)));
+        }
+    }
+    out
+}
+
+/// Vertical pass: output row `yy` of `cy` from rows `row0 + ymin ..` of `src` (`w` wide),
+/// limited to columns `cols`.
+fn vertical(
+    src: &[u8],
+    w: usize,
+    c: usize,
+    row0: usize,
+    cols: std::ops::Range<usize>,
+    cy: &Coeffs,
+) -> Vec<u8> {
+    let ow = cols.len();
+    let mut out = vec![0u8; cy.bounds.len() * ow * c];
+    let mut acc = vec![0i32; ow * c];
+    for (yy, &(ymin, n)) in cy.bounds.iter().enumerate() {
+        acc.fill(1 << (PRECISION_BITS - 1));
+        let k = &cy.weights[yy * cy.ksize..][..n];
+        for (i, &kw) in k.iter().enumerate() {
+            let row = &src[((ymin - row0) + i) * w * c..][cols.start * c..cols.end * c];
+            for (a, &p) in acc.iter_mut().zip(row) {
+                *a += i32::from(p) * kw;
+            }
+        }
+        for (o, &a) in out[yy * ow * c..][..ow * c].iter_mut().zip(&acc) {
+            *o = clip8(a);
+        }
+    }
+    out
+}
+
+/// Pillow's two-pass resampling of a uint8 HWC image of `c` independent channels.
+#[allow(clippy::too_many_arguments)]
+fn resample(
+    src: &[u8],
+    h: usize,
+    w: usize,
+    c: usize,
+    oh: usize,
+    ow: usize,
+    filter: Filter,
+    antialias: bool,
+) -> Vec<u8> {
+    let cx = coefficients(w, ow, filter, antialias);
+    let cy = coefficients(h, oh, filter, antialias);
+    let need_h = ow != w;
+    let need_v = oh != h;
+    let used = |co: &Coeffs| {
+        let first = co.bounds[0].0;
+        let last = co.bounds.iter().map(|&(m, n)| m + n).max().unwrap_or(first);
+        first..last
+    };
+    if need_h && need_v && vertical_first(h, w, oh, ow) {
+        // Vertical pass on the columns the horizontal pass reads, then the horizontal pass.
+        let xs = used(&cx);
+        let tmp = vertical(src, w, c, 0, xs.clone(), &cy);
+        let shifted = Coeffs {
+            ksize: cx.ksize,
+            bounds: cx.bounds.iter().map(|&(m, n)| (m - xs.start, n)).collect(),
+            weights: cx.weights,
+        };
+        horizontal(&tmp, xs.len(), c, 0..oh, &shifted)
+    } else if need_h && need_v {
+        let ys = used(&cy);
+        let tmp = horizontal(src, w, c, ys.clone(), &cx);
+        vertical(&tmp, ow, c, ys.start, 0..ow, &cy)
+    } else if need_h {
+        horizontal(src, w, c, 0..h, &cx)
+    } else {
+        vertical(src, w, c, 0, 0..w, &cy)
+    }
+}
+
+/// Pillow 13's choice of pass order.
+fn vertical_first(h: usize, w: usize, oh: usize, ow: usize) -> bool {
+    let xscale = w as f64 / ow as f64;
+    let yscale = h as f64 / oh as f64;
+    yscale > 2.0 * xscale
+}
+
+/// Pillow's nearest neighbour (an affine scale): output `x` reads input
+/// `floor(x0 + (x + 0.5) * in / out)`, the position accumulated in f64 as Pillow does.
+fn nearest(src: &[u8], h: usize, w: usize, c: usize, oh: usize, ow: usize) -> Vec<u8> {
+    fn table(in_size: usize, out_size: usize) -> Vec<usize> {
+        let a = in_size as f64 / out_size as f64;
+        let mut pos = a * 0.5;
+        let mut t = Vec::with_capacity(out_size);
+        for _ in 0..out_size {
+            t.push((pos.max(0.0) as usize).min(in_size - 1));
+            pos += a;
+        }
+        t
+    }
+    let xs = table(w, ow);
+    let ys = table(h, oh);
+    let mut out = Vec::with_capacity(oh * ow * c);
+    for &sy in &ys {
+        let row = &src[sy * w * c..][..w * c];
+        for &sx in &xs {
+            out.extend_from_slice(&row[sx * c..][..c]);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn img(h: usize, w: usize, c: usize, v: Vec<u8>) -> Item {
+        Item::Image(Image::new(h, w, c, Layout::Hwc, Pixels::U8(v)).unwrap())
+    }
+
+    fn run(r: &Resize, item: Item) -> (usize, usize, Vec<u8>) {
+        let im = r.resize(item).unwrap();
+        let (h, w) = (im.height(), im.width());
+        let Pixels::U8(v) = im.into_pixels() else {
+            panic!()
+        };
+        (h, w, v)
+    }
+
+    fn exact(h: usize, w: usize, i: Interpolation) -> Resize {
+        Resize::new(
+            ResizeSize::Exact {
+                height: h,
+                width: w,
+            },
+            i,
+            None,
+            true,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn sizes_like_torchvision() {
+        let r = Resize::new(
+            ResizeSize::Shorter(224),
+            Interpolation::Bilinear,
+            None,
+            true,
+        )
+        .unwrap();
+        assert_eq!(r.output_size(480, 640), (224, 298)); // int(224 * 640 / 480) = 298
+        assert_eq!(r.output_size(640, 480), (298, 224));
+        assert_eq!(r.output_size(100, 100), (224, 224));
+        let r = Resize::new(
+            ResizeSize::Shorter(224),
+            Interpolation::Bilinear,
+            Some(256),
+            true,
+        )
+        .unwrap();
+        // 224 x 448 -> long 448 > 256: short = int(256 * 224 / 448) = 128.
+        assert_eq!(r.output_size(100, 200), (128, 256));
+        assert!(
+            Resize::new(
+                ResizeSize::Shorter(224),
+                Interpolation::Bilinear,
+                Some(224),
+                true
+            )
+            .is_err()
+        );
+        let err = Resize::new(
+            ResizeSize::Exact {
+                height: 2,
+                width: 2,
+            },
+            Interpolation::Bilinear,
+            Some(10),
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("max_size is only allowed"),
+            "{err}"
+        );
+        assert!("area".parse::<Interpolation>().is_err());
+        assert_eq!(
+            "lanczos3".parse::<Interpolation>().unwrap(),
+            Interpolation::Lanczos3
+        );
+    }
+
+    #[test]
+    fn bilinear_weights_by_hand() {
+        // 4 -> 2 bilinear: scale 2, support 2; output 0 centred at 1.0 reads inputs 0..3 with
+        // weights 1/4, 2/4, 1/4 (kernel 1 - |x|/2 at -0.75, -0.25... normalised): [0.25, 0.5, 0.25]
+        // of [0, 1, 2] after normalisation of [0.25, 0.75, 0.75, 0.25] over inputs 0..4:
+        // centre 1.0, x + 0.5 - 1.0 = -0.5, 0.5, 1.5 -> (1 - 0.25, 1 - 0.25, 1 - 0.75) = .75 .75 .25
+        // and input -1 is clipped away: weights [0.75, 0.75, 0.25] / 1.75.
+        let cx = coefficients(4, 2, Filter::of(Interpolation::Bilinear), true);
+        assert_eq!(cx.ksize, 5);
+        assert_eq!(cx.bounds, vec![(0, 3), (1, 3)]);
+        let q = |w: f64| (w * f64::from(1 << 22) + 0.5) as i32;
+        assert_eq!(
+            &cx.weights[..3],
+            &[q(0.75 / 1.75), q(0.75 / 1.75), q(0.25 / 1.75)]
+        );
+        // Row [0, 70, 140, 210] -> out0 = (0*.4286 + 70*.4286 + 140*.1429) = 50.0 -> 50.
+        let (_, _, v) = run(
+            &exact(1, 2, Interpolation::Bilinear),
+            img(1, 4, 1, vec![0, 70, 140, 210]),
+        );
+        assert_eq!(v, vec![50, 160]);
+    }
+
+    #[test]
+    fn constant_image_stays_constant() {
+        for i in [
+            Interpolation::Nearest,
+            Interpolation::Bilinear,
+            Interpolation::Bicubic,
+            Interpolation::Lanczos3,
+        ] {
+            for (oh, ow) in [(3, 5), (17, 2), (40, 40), (1, 1)] {
+                let (h, w, v) = run(&exact(oh, ow, i), img(9, 11, 3, vec![77; 9 * 11 * 3]));
+                assert_eq!((h, w), (oh, ow));
+                assert!(v.iter().all(|&x| x == 77), "{i:?} {oh}x{ow}");
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_picks_pillow_pixels() {
+        // 5 -> 2: positions 1.25, 3.75 -> inputs 1, 3. 2 -> 5: 0.2, 0.6, 1.0, 1.4, 1.8 -> 0 0 1 1 1.
+        let (_, _, v) = run(
+            &exact(1, 2, Interpolation::Nearest),
+            img(1, 5, 1, vec![0, 1, 2, 3, 4]),
+        );
+        assert_eq!(v, vec![1, 3]);
+        let (_, _, v) = run(
+            &exact(1, 5, Interpolation::Nearest),
+            img(1, 2, 1, vec![10, 20]),
+        );
+        assert_eq!(v, vec![10, 10, 20, 20, 20]);
+    }
+
+    #[test]
+    fn alpha_is_premultiplied() {
+        // Transparent red next to opaque blue: premultiplied, red does not bleed into the colour.
+        let (_, _, v) = run(
+            &exact(1, 1, Interpolation::Bilinear),
+            img(1, 2, 4, vec![255, 0, 0, 0, 0, 0, 255, 255]),
+        );
+        // alpha = (0 + 255) / 2 -> 128 (127.5 + rounding); blue premultiplied 255 -> 128;
+        // unpremultiplied 255 * 128 / 128 = 255.
+        assert_eq!(v, vec![0, 0, 255, 128]);
+    }
+
+    #[test]
+    fn refuses_float() {
+        let item = Item::Image(Image::new(1, 1, 1, Layout::Hwc, Pixels::F32(vec![0.0])).unwrap());
+        let err = exact(2, 2, Interpolation::Bilinear)
+            .resize(item)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::WrongInput {
+                    transform: "Resize",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}
