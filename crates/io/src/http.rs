@@ -658,6 +658,19 @@ mod tests {
             ),
             "invalid value for header x-token",
         );
+        // Only the first URL is checked when the dataset is built; the others when fetched.
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let later = HttpDataset::new(
+            vec!["http://h/".into(), "http://[bad/?k=SECRET".into()],
+            fast(3),
+        )
+        .unwrap();
+        let error = fetch(&runtime, &later, 1).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+        assert!(
+            error.to_string().starts_with("invalid URL http://[bad/: "),
+            "{error}"
+        );
         let empty = HttpDataset::new(vec![], fast(0)).unwrap();
         assert!(empty.is_empty());
     }

@@ -1,0 +1,3 @@
+//! Integration tests of dlrs-io through its public API.
+
+mod fork;
