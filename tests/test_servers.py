@@ -28,7 +28,7 @@ from servers.fixtures import (
     start_or_skip,
 )
 from servers.gcs import GcsTestServer
-from servers.http import BLOCK_SIZE, HttpTestServer, expected_body, item_body
+from servers.http import BLOCK_SIZE, HttpServerProcess, HttpTestServer, expected_body, item_body
 from servers.s3 import S3TestServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -195,6 +195,7 @@ def test_http_echo_returns_request_headers(http_server: HttpTestServer) -> None:
     assert doc["query"] == {"q": "x y"}
     assert doc["headers"]["authorization"] == "Bearer s3cret"
     assert doc["headers"]["x-custom"] == "1"
+    assert doc["params"] == {"q": "x y"}
 
 
 def test_http_records_requests(http_server: HttpTestServer) -> None:
@@ -228,6 +229,17 @@ def test_http_keeps_connections_alive(http_server: HttpTestServer) -> None:
         conn.close()
     assert {r.connection for r in http_server.requests} == {0}
     assert http_server.connections_opened == 1
+
+
+def test_http_idle_timeout_closes_idle_connections(http_server_factory: Callable[..., HttpTestServer]) -> None:
+    server = http_server_factory(idle_timeout=0.2)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"GET /item/4 HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while not got.endswith(b"item-4"):
+            got += sock.recv(65536)
+        assert sock.recv(65536) == b""  # closed by the server once idle, well before the 10 s timeout
+    assert _wait_until(lambda: server.open_connections == 0)
 
 
 def test_http_connection_close_request_closes(http_server: HttpTestServer) -> None:
@@ -452,6 +464,17 @@ def test_http_context_manager_and_restart_refused() -> None:
             server.start()
         assert _get(server.item_url(1))[2] == b"item-1"
     assert not server.running
+
+
+def test_http_server_process_serves_and_exits() -> None:
+    with HttpServerProcess(delay=0.01) as server:
+        pid, port = server.pid, server.port
+        assert pid is not None and pid != os.getpid()
+        assert _get(server.bytes_url(70000, seed=5))[2] == expected_body(70000, 5)
+        doc = json.loads(_get(server.url("/echo", x=1))[2])
+        assert doc["params"] == {"delay": "0.01", "x": "1"}
+    assert _process_gone(pid)
+    assert _port_closed(port)
 
 
 # --------------------------------------------------------------------------- S3

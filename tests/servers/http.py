@@ -7,7 +7,8 @@ Routes (GET and HEAD; a request body, if any, is read and ignored):
 
 * ``/bytes/<n>?seed=<s>``  -> ``expected_body(n, s)`` (``seed`` defaults to 0)
 * ``/item/<i>``            -> ``item_body(i)``; with ``?size=<n>`` -> ``item_body(i, n)``
-* ``/echo``                -> JSON ``{"method", "path", "query", "headers"}`` of the request
+* ``/echo``                -> JSON ``{"method", "path", "query", "headers", "params"}`` of the
+                              request (``params``: query, defaults and scripted step merged)
 * ``/status/<code>``       -> that status, like ``?status=<code>``
 * ``/`` and ``/health``    -> ``ok``
 * anything else            -> 404
@@ -38,12 +39,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
+import hashlib
 import itertools
 import json
 import random
+import os
+import select
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -52,10 +56,11 @@ from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode
 
 __all__ = [
     "BLOCK_SIZE",
+    "HttpServerProcess",
     "HttpTestServer",
     "RequestRecord",
     "expected_body",
@@ -70,9 +75,26 @@ _FAULTS = ("reset", "truncate", "stall")
 _MAX_HEAD = 65536
 
 
-@functools.lru_cache(maxsize=256)
+_POOL_SIZE = 4 * 1024 * 1024
+_pool: bytes | None = None
+_pool_lock = threading.Lock()
+
+
+def _random_pool() -> bytes:
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = random.Random("dlrs-test-body-pool").randbytes(_POOL_SIZE + BLOCK_SIZE)
+    return _pool
+
+
 def _block(seed: int, index: int) -> bytes:
-    return random.Random(f"dlrs-test-body/{seed}/{index}").randbytes(BLOCK_SIZE)
+    """Block ``index`` of the bodies of ``seed``: a 64 KiB window of a fixed pseudo-random pool
+    at an offset hashed from (seed, index) — slicing, not generating, keeps the server fast."""
+    digest = hashlib.blake2b(b"%d/%d" % (seed, index), digest_size=8).digest()
+    offset = int.from_bytes(digest, "little") % _POOL_SIZE
+    return _random_pool()[offset : offset + BLOCK_SIZE]
 
 
 def _body_blocks(n: int, seed: int, start: int = 0) -> Iterator[bytes]:
@@ -197,7 +219,34 @@ def _normalize_step(step: str | Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in step.items()}
 
 
-class HttpTestServer:
+class _Urls:
+    """URL helpers shared by the in-process and the child-process servers."""
+
+    host: str
+    port: int
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``"""
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str, **query: Any) -> str:
+        """The URL of ``path`` with ``query`` (values are str()-ed; ``None`` values dropped)."""
+        if not path.startswith("/"):
+            path = "/" + path
+        q = {k: str(v) for k, v in query.items() if v is not None}
+        return self.base_url + path + ("?" + urlencode(q) if q else "")
+
+    def bytes_url(self, n: int, seed: int = 0, **query: Any) -> str:
+        """URL of ``/bytes/<n>?seed=<seed>``: its body is ``expected_body(n, seed)``."""
+        return self.url(f"/bytes/{n}", seed=seed, **query)
+
+    def item_url(self, i: int, **query: Any) -> str:
+        """URL of ``/item/<i>``: its body is ``item_body(i, query.get("size"))``."""
+        return self.url(f"/item/{i}", **query)
+
+
+class HttpTestServer(_Urls):
     """An HTTP/1.1 server on ``127.0.0.1`` at a free port, serving the routes of this module.
 
     Use it as a context manager or call :meth:`start` and :meth:`stop`. ``defaults`` are query
@@ -205,7 +254,7 @@ class HttpTestServer:
     that always answers after 10 ms).
     """
 
-    def __init__(self, *, idle_timeout: float = 120.0, **defaults: Any) -> None:
+    def __init__(self, *, idle_timeout: float | None = None, **defaults: Any) -> None:
         self.host = "127.0.0.1"
         self.port = 0
         self.idle_timeout = idle_timeout
@@ -270,28 +319,6 @@ class HttpTestServer:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
-
-    # ----------------------------------------------------------------- URLs
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>``"""
-        return f"http://{self.host}:{self.port}"
-
-    def url(self, path: str, **query: Any) -> str:
-        """The URL of ``path`` with ``query`` (values are str()-ed; ``None`` values dropped)."""
-        if not path.startswith("/"):
-            path = "/" + path
-        q = {k: str(v) for k, v in query.items() if v is not None}
-        return self.base_url + path + ("?" + urlencode(q) if q else "")
-
-    def bytes_url(self, n: int, seed: int = 0, **query: Any) -> str:
-        """URL of ``/bytes/<n>?seed=<seed>``: its body is ``expected_body(n, seed)``."""
-        return self.url(f"/bytes/{n}", seed=seed, **query)
-
-    def item_url(self, i: int, **query: Any) -> str:
-        """URL of ``/item/<i>``: its body is ``item_body(i, query.get("size"))``."""
-        return self.url(f"/item/{i}", **query)
 
     # ----------------------------------------------------------------- scripting
 
@@ -428,8 +455,11 @@ class HttpTestServer:
         try:
             while True:
                 try:
-                    async with _timeout(self.idle_timeout):
+                    if self.idle_timeout is None:
                         head = await reader.readuntil(b"\r\n\r\n")
+                    else:
+                        async with _timeout(self.idle_timeout):
+                            head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
                     break
                 keep_alive, aborted = await self._serve_request(conn_id, head, reader, writer)
@@ -475,9 +505,10 @@ class HttpTestServer:
             name, sep, value = line.partition(":")
             if sep:
                 headers[name.strip().lower()] = value.strip()
-        split = urlsplit(target)
-        path = unquote(split.path)
-        query = dict(parse_qsl(split.query, keep_blank_values=True))
+        raw_path, _, raw_query = target.partition("?")
+        raw_path = raw_path.partition("#")[0]
+        path = unquote(raw_path) if "%" in raw_path else raw_path
+        query = _parse_query(raw_query.partition("#")[0])
 
         conn_header = headers.get("connection", "").lower()
         keep_alive = conn_header != "close" if version == "HTTP/1.1" else conn_header == "keep-alive"
@@ -668,6 +699,7 @@ class HttpTestServer:
                 "path": record.path,
                 "query": record.query,
                 "headers": record.headers,
+                "params": record.params,
             }
             return 200, _Body.of_bytes(json.dumps(doc, sort_keys=True).encode())
         if len(segments) == 2 and segments[0] == "status":
@@ -776,6 +808,19 @@ else:  # pragma: no cover - older interpreters
             handle.cancel()
 
 
+def _parse_query(raw: str) -> dict[str, str]:
+    if not raw:
+        return {}
+    if "%" in raw or "+" in raw:
+        return dict(parse_qsl(raw, keep_blank_values=True))
+    out = {}
+    for pair in raw.split("&"):
+        if pair:
+            name, _, value = pair.partition("=")
+            out[name] = value
+    return out
+
+
 def _parse_int_segment(text: str) -> int | None:
     try:
         return int(text)
@@ -795,3 +840,82 @@ class http_server:  # noqa: N801 - used like a function: `with http_server(delay
 
     def __exit__(self, *exc: object) -> None:
         self._server.stop()
+
+
+class HttpServerProcess(_Urls):
+    """An :class:`HttpTestServer` in a child Python process (``python -m servers.http``), so that
+    serving does not compete with the test's threads for the GIL: for benchmarks. Only the URL
+    helpers are available here (no request records or counters)."""
+
+    def __init__(self, **defaults: Any) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._defaults = {str(k): str(v) for k, v in defaults.items()}
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> HttpServerProcess:
+        if self._proc is not None:
+            raise RuntimeError("server already started")
+        argv = [sys.executable, "-m", "servers.http"]
+        for k, v in self._defaults.items():
+            argv += ["--param", f"{k}={v}"]
+        tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = tests_dir + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.Popen(  # noqa: S603 - our own module
+            argv, cwd=tests_dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        line = proc.stdout.readline().decode() if ready else ""
+        if not line.startswith("READY "):
+            proc.kill()
+            proc.wait()
+            raise RuntimeError(f"the HTTP server process did not start (got {line!r})")
+        self.port = int(line.split()[1])
+        self._proc = proc
+        return self
+
+    def stop(self) -> None:
+        """Closes the child's stdin (it then stops its server and exits) and reaps it."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def __enter__(self) -> HttpServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m servers.http [--param name=value]...``: serves until stdin closes; prints
+    ``READY <port>`` once listening."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--param", action="append", default=[], help="a default query parameter, name=value")
+    args = parser.parse_args(argv)
+    defaults = dict(p.split("=", 1) for p in args.param)
+    with HttpTestServer(**defaults) as server:
+        sys.stdout.write(f"READY {server.port}\n")
+        sys.stdout.flush()
+        sys.stdin.buffer.read()  # until the parent closes the pipe (or dies)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
