@@ -222,6 +222,7 @@ fn failure(error: reqwest::Error, url: &str) -> Failure {
         return Failure::TimedOut;
     }
     let builder = error.is_builder();
+    let fatal = error.is_redirect() || is_certificate_error(&error);
     let message = redact_text(&chain(&error.without_url()));
     if builder {
         return Failure::Fatal(Error::invalid(format!(
@@ -233,11 +234,37 @@ fn failure(error: reqwest::Error, url: &str) -> Failure {
         location: redact_url(url),
         message,
     };
-    if matches!(&error, Error::Request { message, .. } if message.contains("redirect")) {
+    if fatal {
         Failure::Fatal(error)
     } else {
         Failure::transient(error)
     }
+}
+
+/// Whether a TLS certificate was refused somewhere in `error`'s chain: another attempt would
+/// be refused too.
+fn is_certificate_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    let refused = |e: &(dyn std::error::Error + 'static)| {
+        matches!(
+            e.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        )
+    };
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if refused(e) {
+            return true;
+        }
+        // An io::Error's `source()` skips the error it wraps: step into it instead.
+        next = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 /// The wait a Retry-After header asks for (seconds or an HTTP date), if any.
@@ -673,6 +700,78 @@ mod tests {
         );
         let empty = HttpDataset::new(vec![], fast(0)).unwrap();
         assert!(empty.is_empty());
+    }
+
+    /// A self-signed certificate for 127.0.0.1 and its throwaway key, made for this test with
+    /// `openssl req -x509 -newkey ec ...`: no root store trusts it.
+    const SELF_SIGNED_CERT: &str = "-----BEGIN CERTIFICATE-----
+MIIBkTCCATagAwIBAgIUdYrDVV+J/ZIGMiLxI4UEhvMdcmMwCgYIKoZIzj0EAwIw
+FDESMBAGA1UEAwwJbG9jYWxob3N0MCAXDTI2MTEzMDA4MDQ1MFoYDzIxMjYxMTA2
+MDgwNDUwWjAUMRIwEAYDVQQDDAlsb2NhbGhvc3QwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAASN5pqP5WO6eg9J9U3RjAjHqhSjGaqq70hTst1nFTmFtnMp1XtrChYs
+qPa0azg++Gg0i6by+SjaE/bNpLorr7gto2QwYjAdBgNVHQ4EFgQUzkDkPvnbjp4y
+IaTKZwTIuBpOONkwHwYDVR0jBBgwFoAUzkDkPvnbjp4yIaTKZwTIuBpOONkwDwYD
+VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0kAMEYC
+IQCHt/hDxkibqiliYBBZArtKZecGUHl3k+3coX7xifA7OQIhANMQYOKiwdcwyxSk
+Y0KDV7/g8TLA2/hFfoSGTSbazOsD
+-----END CERTIFICATE-----
+";
+    const SELF_SIGNED_KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgSkjLCVFGzUs0/iGM
+pUVRYcvGv0pfNA9meJxLPXgjURahRANCAASN5pqP5WO6eg9J9U3RjAjHqhSjGaqq
+70hTst1nFTmFtnMp1XtrChYsqPa0azg++Gg0i6by+SjaE/bNpLorr7gt
+-----END PRIVATE KEY-----
+";
+
+    #[test]
+    fn an_untrusted_certificate_fails_at_once() {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use std::io::Read;
+        use std::sync::atomic::{AtomicU32, Ordering};
+
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![CertificateDer::from_pem_slice(SELF_SIGNED_CERT.as_bytes()).unwrap()],
+                PrivateKeyDer::from_pem_slice(SELF_SIGNED_KEY.as_bytes()).unwrap(),
+            )
+            .unwrap();
+        let config = Arc::new(config);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicU32::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                counted.fetch_add(1, Ordering::SeqCst);
+                let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+                let mut tls = rustls::StreamOwned::new(connection, stream);
+                // Runs the handshake until the client refuses the certificate.
+                let _ = tls.read(&mut [0; 1]);
+            }
+        });
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let url = format!("https://127.0.0.1:{port}/secure?token=SECRET");
+        let dataset = HttpDataset::new(vec![url], fast(3)).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        match &error {
+            Error::Request { location, message } => {
+                assert_eq!(location, &format!("https://127.0.0.1:{port}/secure"));
+                assert!(message.contains("certificate"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!error.to_string().contains("SECRET"), "{error}");
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "a refused certificate is not retried"
+        );
     }
 
     #[test]
