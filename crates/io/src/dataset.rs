@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::error::Error;
@@ -27,6 +28,24 @@ pub trait Dataset: Send + Sync + 'static {
 
     /// Fetches item `index`; [`Error::IndexOutOfRange`] when `index >= len()`.
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>>;
+}
+
+/// Fetches `indices` of `dataset` with up to `concurrency` (at least 1) in flight, each spawned
+/// on the current tokio runtime (call it inside [`crate::Runtime::block_on`]); the results come
+/// in the order of `indices`.
+pub async fn fetch_many(
+    dataset: &dyn Dataset,
+    indices: &[u64],
+    concurrency: usize,
+) -> Vec<Result<Bytes, Error>> {
+    futures::stream::iter(indices)
+        .map(|&index| tokio::spawn(dataset.fetch(index)))
+        .buffered(concurrency.max(1))
+        .map(|joined| {
+            joined.unwrap_or_else(|e| Err(Error::Runtime(format!("a fetch did not finish: {e}"))))
+        })
+        .collect()
+        .await
 }
 
 /// Where the items are: a list given whole, or a template rendered item by item.
@@ -112,6 +131,55 @@ mod tests {
             template.get(3),
             Err(Error::IndexOutOfRange { index: 3, len: 3 })
         ));
+    }
+
+    struct Echo(usize);
+
+    impl Dataset for Echo {
+        fn len(&self) -> usize {
+            self.0
+        }
+
+        fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+            let len = self.0;
+            Box::pin(async move {
+                if index as usize >= len {
+                    return Err(Error::IndexOutOfRange { index, len });
+                }
+                // Later items finish first: the results must still come in order.
+                tokio::time::sleep(std::time::Duration::from_millis(10 - index % 10)).await;
+                Ok(Bytes::from(index.to_string()))
+            })
+        }
+    }
+
+    #[test]
+    fn fetch_many_keeps_the_order() {
+        let runtime = crate::Runtime::new(Some(2)).unwrap();
+        let dataset = Echo(30);
+        let indices: Vec<u64> = (0..31).rev().collect();
+        for concurrency in [0, 1, 7, 64] {
+            let results = runtime
+                .block_on(fetch_many(&dataset, &indices, concurrency))
+                .unwrap();
+            assert!(matches!(
+                results[0],
+                Err(Error::IndexOutOfRange { index: 30, len: 30 })
+            ));
+            let bodies: Vec<Bytes> = results.into_iter().skip(1).map(Result::unwrap).collect();
+            let expected: Vec<Bytes> = (0..30u64)
+                .rev()
+                .map(|i| Bytes::from(i.to_string()))
+                .collect();
+            assert_eq!(bodies, expected, "concurrency {concurrency}");
+        }
+        assert!(
+            runtime
+                .block_on(fetch_many(&dataset, &[], 4))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(!dataset.is_empty());
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod tls;
 #[cfg(test)]
 mod test_server;
 
-pub use dataset::{DEFAULT_MAX_BYTES, Dataset};
+pub use dataset::{DEFAULT_MAX_BYTES, Dataset, fetch_many};
 pub use error::{Error, PyKind};
 pub use file::{FileDataset, FileOptions};
 pub use http::{HttpDataset, HttpOptions, RETRY_STATUSES};
