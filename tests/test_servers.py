@@ -16,9 +16,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from servers._common import ALLOW_MISSING_ENV, METADATA_BLACKHOLE, ServiceUnavailable, cloud_isolation_env
+from servers._common import (
+    ALLOW_MISSING_ENV,
+    METADATA_BLACKHOLE,
+    ServiceUnavailable,
+    cloud_isolation_env,
+)
 from servers.azure import ACCOUNT, ACCOUNT_KEY, AzuriteServer, _sign, azurite_binary
-from servers.fixtures import *  # noqa: F403 - the fixtures, as a conftest would bring them in
+
+# the fixtures, as a conftest would bring them in
+from servers.fixtures import *  # noqa: F403, RUF100
 from servers.fixtures import (
     ObjectStoreCase,
     missing_service,
@@ -28,7 +35,13 @@ from servers.fixtures import (
     start_or_skip,
 )
 from servers.gcs import GcsTestServer
-from servers.http import BLOCK_SIZE, HttpServerProcess, HttpTestServer, expected_body, item_body
+from servers.http import (
+    BLOCK_SIZE,
+    HttpServerProcess,
+    HttpTestServer,
+    expected_body,
+    item_body,
+)
 from servers.s3 import S3TestServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,22 +50,30 @@ pytestmark = pytest.mark.timeout(60)
 # --------------------------------------------------------------------------- helpers
 
 
-def _get(url: str, headers: dict[str, str] | None = None, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+def _get(
+    url: str, headers: dict[str, str] | None = None, timeout: float = 10
+) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+            return (
+                resp.status,
+                {k.lower(): v for k, v in resp.getheaders()},
+                resp.read(),
+            )
     except urllib.error.HTTPError as exc:
         with exc:
             return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
 
 
-def _raw_exchange(port: int, request: bytes, timeout: float = 10) -> tuple[bytes, BaseException | None]:
+def _raw_exchange(
+    port: int, request: bytes, timeout: float = 10
+) -> tuple[bytes, BaseException | None]:
     """Sends ``request`` on a new connection and reads until EOF, a reset or the timeout.
 
     Returns what arrived and the exception that ended the read (None for a clean EOF).
     """
-    chunks = []
+    chunks: list[bytes] = []
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(request)
         while True:
@@ -108,7 +129,9 @@ def _process_gone(pid: int) -> bool:
 # --------------------------------------------------------------------------- bodies
 
 
-@pytest.mark.parametrize("n", [0, 1, 100, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17])
+@pytest.mark.parametrize(
+    "n", [0, 1, 100, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17]
+)
 def test_expected_body_has_length_and_shares_prefixes(n: int) -> None:
     body = expected_body(n, seed=5)
     assert len(body) == n
@@ -138,7 +161,9 @@ def test_item_body() -> None:
 
 
 @pytest.mark.parametrize("n", [0, 1, 65536, 200_001])
-def test_http_bytes_route_serves_expected_body(http_server: HttpTestServer, n: int) -> None:
+def test_http_bytes_route_serves_expected_body(
+    http_server: HttpTestServer, n: int
+) -> None:
     status, headers, body = _get(http_server.bytes_url(n, seed=9))
     assert status == 200
     assert headers["content-length"] == str(n)
@@ -147,7 +172,10 @@ def test_http_bytes_route_serves_expected_body(http_server: HttpTestServer, n: i
 
 def test_http_item_route_and_urls(http_server: HttpTestServer) -> None:
     assert http_server.item_url(3) == f"http://127.0.0.1:{http_server.port}/item/3"
-    assert http_server.url("echo", a=1, b=None) == f"http://127.0.0.1:{http_server.port}/echo?a=1"
+    assert (
+        http_server.url("echo", a=1, b=None)
+        == f"http://127.0.0.1:{http_server.port}/echo?a=1"
+    )
     assert _get(http_server.item_url(3))[2] == b"item-3"
     assert _get(http_server.item_url(3, size=70000))[2] == expected_body(70000, 3)
     assert _get(http_server.url("/health"))[2] == b"ok"
@@ -185,7 +213,8 @@ def test_http_head(http_server: HttpTestServer) -> None:
 
 def test_http_echo_returns_request_headers(http_server: HttpTestServer) -> None:
     status, headers, body = _get(
-        http_server.url("/echo", q="x y"), headers={"Authorization": "Bearer s3cret", "X-Custom": "1"}
+        http_server.url("/echo", q="x y"),
+        headers={"Authorization": "Bearer s3cret", "X-Custom": "1"},
     )
     assert status == 200
     assert headers["content-type"] == "application/json"
@@ -202,7 +231,12 @@ def test_http_records_requests(http_server: HttpTestServer) -> None:
     _get(http_server.url("/item/1", seed=4), headers={"Authorization": "Basic abc"})
     _get(http_server.url("/item/2"))
     first, second = http_server.requests
-    assert (first.index, first.method, first.path, first.target) == (0, "GET", "/item/1", "/item/1?seed=4")
+    assert (first.index, first.method, first.path, first.target) == (
+        0,
+        "GET",
+        "/item/1",
+        "/item/1?seed=4",
+    )
     assert first.query == {"seed": "4"}
     assert first.headers["authorization"] == "Basic abc"
     assert first.outcome == "ok"
@@ -231,25 +265,34 @@ def test_http_keeps_connections_alive(http_server: HttpTestServer) -> None:
     assert http_server.connections_opened == 1
 
 
-def test_http_idle_timeout_closes_idle_connections(http_server_factory: Callable[..., HttpTestServer]) -> None:
+def test_http_idle_timeout_closes_idle_connections(
+    http_server_factory: Callable[..., HttpTestServer],
+) -> None:
     server = http_server_factory(idle_timeout=0.2)
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(b"GET /item/4 HTTP/1.1\r\nHost: x\r\n\r\n")
         got = b""
         while not got.endswith(b"item-4"):
             got += sock.recv(65536)
-        assert sock.recv(65536) == b""  # closed by the server once idle, well before the 10 s timeout
+        assert (
+            sock.recv(65536) == b""
+        )  # closed by the server once idle, well before the 10 s timeout
     assert _wait_until(lambda: server.open_connections == 0)
 
 
 def test_http_connection_close_request_closes(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(http_server.port, b"GET /item/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    raw, err = _raw_exchange(
+        http_server.port,
+        b"GET /item/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
     assert err is None  # the server closed the connection cleanly after the answer
     status, headers, body = _split_response(raw)
     assert (status, headers["connection"], body) == (200, "close", b"item-1")
 
 
-def test_http_serves_64_concurrent_requests_and_counts_in_flight(http_server: HttpTestServer) -> None:
+def test_http_serves_64_concurrent_requests_and_counts_in_flight(
+    http_server: HttpTestServer,
+) -> None:
     n = 70
     results: list[bytes] = []
     errors: list[BaseException] = []
@@ -279,7 +322,9 @@ def test_http_serves_64_concurrent_requests_and_counts_in_flight(http_server: Ht
     assert _wait_until(lambda: http_server.in_flight == 0)
 
 
-def test_http_delay_default_and_query(http_server_factory: Callable[..., HttpTestServer]) -> None:
+def test_http_delay_default_and_query(
+    http_server_factory: Callable[..., HttpTestServer],
+) -> None:
     server = http_server_factory(delay=0.2)
     start = time.monotonic()
     assert _get(server.item_url(1))[2] == b"item-1"
@@ -321,22 +366,37 @@ def test_http_fail_first_k_per_key(http_server: HttpTestServer) -> None:
     assert _get(http_server.item_url(2, fail=1, key="b"))[0] == 503
     assert _get(http_server.item_url(3, fail=2, key="a"))[0] == 200
     # default key is the path; the fault can be any status or a connection fault
-    assert [_get(http_server.item_url(9, fail=1, status=429))[0] for _ in range(2)] == [429, 200]
-    with pytest.raises((ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)):
+    assert [_get(http_server.item_url(9, fail=1, status=429))[0] for _ in range(2)] == [
+        429,
+        200,
+    ]
+    with pytest.raises(
+        (ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)
+    ):
         _get(http_server.item_url(10, fail=1, fault="reset"))
     assert _get(http_server.item_url(10, fail=1, fault="reset"))[2] == b"item-10"
 
 
 def test_http_scripted_plan(http_server: HttpTestServer) -> None:
-    http_server.script("/item/5", ["status=503&retry_after=1", {"status": 429}, None, "fault=reset", ""])
+    http_server.script(
+        "/item/5",
+        ["status=503&retry_after=1", {"status": 429}, None, "fault=reset", ""],
+    )
     got = [_get(http_server.item_url(5))[0] for _ in range(3)]
     assert got == [503, 429, 200]
-    with pytest.raises((ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)):
+    with pytest.raises(
+        (ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)
+    ):
         _get(http_server.item_url(5))
     assert _get(http_server.item_url(5))[0] == 200
     assert _get(http_server.item_url(5))[0] == 200  # steps used up: normal answers
     assert [r.outcome for r in http_server.requests_for("/item/5")] == [
-        "status:503", "status:429", "ok", "reset", "ok", "ok",
+        "status:503",
+        "status:429",
+        "ok",
+        "reset",
+        "ok",
+        "ok",
     ]
     http_server.fail_first("/item/6", 2)
     assert [_get(http_server.item_url(6))[0] for _ in range(3)] == [503, 503, 200]
@@ -345,14 +405,19 @@ def test_http_scripted_plan(http_server: HttpTestServer) -> None:
 
 
 def test_http_reset_before_answer(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(http_server.port, b"GET /item/1?fault=reset HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw, err = _raw_exchange(
+        http_server.port, b"GET /item/1?fault=reset HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
     assert raw == b""
     assert isinstance(err, ConnectionResetError)
     assert http_server.requests[0].outcome == "reset"
 
 
 def test_http_reset_after_headers(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(http_server.port, b"GET /bytes/100000?fault=reset&after=10 HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw, err = _raw_exchange(
+        http_server.port,
+        b"GET /bytes/100000?fault=reset&after=10 HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
     assert isinstance(err, ConnectionResetError)
     status, headers, body = _split_response(raw)
     assert (status, headers["content-length"]) == (200, "100000")
@@ -361,13 +426,22 @@ def test_http_reset_after_headers(http_server: HttpTestServer) -> None:
 
 
 def test_http_truncated_body(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(http_server.port, b"GET /bytes/1000?seed=2&fault=truncate HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw, err = _raw_exchange(
+        http_server.port,
+        b"GET /bytes/1000?seed=2&fault=truncate HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
     assert err is None  # closed with a FIN after half of the body
     status, headers, body = _split_response(raw)
-    assert (status, headers["content-length"], headers["connection"]) == (200, "1000", "close")
+    assert (status, headers["content-length"], headers["connection"]) == (
+        200,
+        "1000",
+        "close",
+    )
     assert body == expected_body(1000, 2)[:500]
     with pytest.raises(http.client.IncompleteRead):
-        urllib.request.urlopen(http_server.bytes_url(1000, fault="truncate", after=100), timeout=10).read()
+        urllib.request.urlopen(
+            http_server.bytes_url(1000, fault="truncate", after=100), timeout=10
+        ).read()
 
 
 def test_http_stall_sends_headers_then_nothing(http_server: HttpTestServer) -> None:
@@ -377,7 +451,11 @@ def test_http_stall_sends_headers_then_nothing(http_server: HttpTestServer) -> N
         while b"\r\n\r\n" not in got or len(got.partition(b"\r\n\r\n")[2]) < 7:
             got += sock.recv(65536)
         status, headers, body = _split_response(got)
-        assert (status, headers["content-length"], body) == (200, "1000", expected_body(1000)[:7])
+        assert (status, headers["content-length"], body) == (
+            200,
+            "1000",
+            expected_body(1000)[:7],
+        )
         sock.settimeout(0.3)
         with pytest.raises(TimeoutError):
             sock.recv(65536)
@@ -388,7 +466,10 @@ def test_http_stall_sends_headers_then_nothing(http_server: HttpTestServer) -> N
 
 
 def test_http_stall_with_duration_then_close(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(http_server.port, b"GET /bytes/50?fault=stall&stall=0.2 HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw, err = _raw_exchange(
+        http_server.port,
+        b"GET /bytes/50?fault=stall&stall=0.2 HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
     assert err is None
     status, headers, body = _split_response(raw)
     assert (status, headers["content-length"], body) == (200, "50", b"")
@@ -396,17 +477,24 @@ def test_http_stall_with_duration_then_close(http_server: HttpTestServer) -> Non
 
 def test_http_chunked_body(http_server: HttpTestServer) -> None:
     raw, err = _raw_exchange(
-        http_server.port, b"GET /bytes/1000?seed=3&chunked=1&chunk=300 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        http_server.port,
+        b"GET /bytes/1000?seed=3&chunked=1&chunk=300 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )
     assert err is None
     status, headers, body = _split_response(raw)
+    assert status == 200
     assert headers["transfer-encoding"] == "chunked"
     assert "content-length" not in headers
     data = expected_body(1000, 3)
-    expected = b"".join(b"%x\r\n" % len(data[i : i + 300]) + data[i : i + 300] + b"\r\n" for i in range(0, 1000, 300))
+    expected = b"".join(
+        b"%x\r\n" % len(data[i : i + 300]) + data[i : i + 300] + b"\r\n"
+        for i in range(0, 1000, 300)
+    )
     assert body == expected + b"0\r\n\r\n"
     # a client decodes it
-    assert _get(http_server.bytes_url(5_000_000, seed=3, chunked=1))[2] == expected_body(5_000_000, 3)
+    assert _get(http_server.bytes_url(5_000_000, seed=3, chunked=1))[
+        2
+    ] == expected_body(5_000_000, 3)
 
 
 def test_http_chunked_truncated(http_server: HttpTestServer) -> None:
@@ -417,7 +505,12 @@ def test_http_chunked_truncated(http_server: HttpTestServer) -> None:
 
 
 def test_http_bad_parameters_are_400(http_server: HttpTestServer) -> None:
-    for query in ({"delay": "x"}, {"fault": "explode"}, {"seed": "1.5"}, {"delay": "-1"}):
+    for query in (
+        {"delay": "x"},
+        {"fault": "explode"},
+        {"seed": "1.5"},
+        {"delay": "-1"},
+    ):
         status, _, body = _get(http_server.url("/bytes/10", **query))
         assert status == 400, query
         assert body.startswith(next(iter(query)).encode()), body
@@ -431,8 +524,12 @@ def test_http_stop_joins_thread_and_closes_connections() -> None:
     server = HttpTestServer().start()
     port = server.port
     assert len(_threads_named("dlrs-test-http")) == before + 1
-    idle = socket.create_connection(("127.0.0.1", port), timeout=10)  # an idle keep-alive client
-    stalled = socket.create_connection(("127.0.0.1", port), timeout=10)  # a stalled answer
+    idle = socket.create_connection(
+        ("127.0.0.1", port), timeout=10
+    )  # an idle keep-alive client
+    stalled = socket.create_connection(
+        ("127.0.0.1", port), timeout=10
+    )  # a stalled answer
     try:
         idle.sendall(b"GET /item/1 HTTP/1.1\r\nHost: x\r\n\r\n")
         got = b""
@@ -481,7 +578,9 @@ def test_http_server_process_serves_and_exits() -> None:
 
 
 @requires_s3
-def test_s3_serves_signed_objects_and_refuses_unsigned(s3_server: S3TestServer, s3_bucket: str) -> None:
+def test_s3_serves_signed_objects_and_refuses_unsigned(
+    s3_server: S3TestServer, s3_bucket: str
+) -> None:
     body = expected_body(100_000, 4)
     s3_server.put_objects(s3_bucket, {"a/1.bin": body, "a/2.bin": b""})
     assert s3_server.get_object(s3_bucket, "a/1.bin") == body
@@ -532,7 +631,9 @@ def test_s3_stop_joins_threads_even_with_open_connections() -> None:
 @requires_gcs
 def test_gcs_upload_and_download(gcs_server: GcsTestServer, gcs_bucket: str) -> None:
     body = expected_body(300_000, 6)
-    gcs_server.put_objects(gcs_bucket, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
+    gcs_server.put_objects(
+        gcs_bucket, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""}
+    )
     assert gcs_server.get_object(gcs_bucket, "dir/a.bin") == body
     assert gcs_server.get_object(gcs_bucket, "dir/with space.bin") == b"x"
     assert gcs_server.get_object(gcs_bucket, "empty") == b""
@@ -542,7 +643,11 @@ def test_gcs_upload_and_download(gcs_server: GcsTestServer, gcs_bucket: str) -> 
     status, _, _ = _get(f"{gcs_server.endpoint}/{gcs_bucket}/missing")
     assert status == 404
     listing = json.loads(_get(f"{gcs_server.endpoint}/storage/v1/b/{gcs_bucket}/o")[2])
-    assert sorted(item["name"] for item in listing["items"]) == ["dir/a.bin", "dir/with space.bin", "empty"]
+    assert sorted(item["name"] for item in listing["items"]) == [
+        "dir/a.bin",
+        "dir/with space.bin",
+        "empty",
+    ]
 
 
 @requires_gcs
@@ -552,7 +657,10 @@ def test_gcs_options(gcs_server: GcsTestServer) -> None:
     key = json.loads(opts["google_service_account_key"])
     assert key["gcs_base_url"] == f"http://127.0.0.1:{gcs_server.port}"
     assert key["disable_oauth"] is True
-    assert gcs_server.env()["GOOGLE_SERVICE_ACCOUNT_KEY"] == opts["google_service_account_key"]
+    assert (
+        gcs_server.env()["GOOGLE_SERVICE_ACCOUNT_KEY"]
+        == opts["google_service_account_key"]
+    )
     assert gcs_server.base_url_options() == {
         "google_base_url": f"http://127.0.0.1:{gcs_server.port}",
         "google_skip_signature": "true",
@@ -576,9 +684,13 @@ def test_gcs_stop_ends_the_process() -> None:
 
 
 @requires_azurite
-def test_azurite_upload_and_download(azurite_server: AzuriteServer, azure_container: str) -> None:
+def test_azurite_upload_and_download(
+    azurite_server: AzuriteServer, azure_container: str
+) -> None:
     body = expected_body(300_000, 8)
-    azurite_server.put_blobs(azure_container, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
+    azurite_server.put_blobs(
+        azure_container, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""}
+    )
     assert azurite_server.get_blob(azure_container, "dir/a.bin") == body
     assert azurite_server.get_blob(azure_container, "dir/with space.bin") == b"x"
     assert azurite_server.get_blob(azure_container, "empty") == b""
@@ -589,14 +701,23 @@ def test_azurite_upload_and_download(azurite_server: AzuriteServer, azure_contai
 
 
 @requires_azurite
-def test_azurite_rejects_a_wrong_key(azurite_server: AzuriteServer, azure_container: str) -> None:
+def test_azurite_rejects_a_wrong_key(
+    azurite_server: AzuriteServer, azure_container: str
+) -> None:
     azurite_server.put_blob(azure_container, "k", b"v")
     url = f"{azurite_server.account_url}/{azure_container}/k"
-    headers = {"x-ms-date": "Mon, 30 Nov 2026 08:00:00 GMT", "x-ms-version": "2021-08-06"}
+    headers = {
+        "x-ms-date": "Mon, 30 Nov 2026 08:00:00 GMT",
+        "x-ms-version": "2021-08-06",
+    }
     wrong = "A" * 86 + "=="
-    status, _, _ = _get(url, headers={**headers, "Authorization": _sign("GET", url, headers, key=wrong)})
+    status, _, _ = _get(
+        url, headers={**headers, "Authorization": _sign("GET", url, headers, key=wrong)}
+    )
     assert status == 403
-    status, _, body = _get(url, headers={**headers, "Authorization": _sign("GET", url, headers)})
+    status, _, body = _get(
+        url, headers={**headers, "Authorization": _sign("GET", url, headers)}
+    )
     assert (status, body) == (200, b"v")
 
 
@@ -613,7 +734,10 @@ def test_azurite_options(azurite_server: AzuriteServer) -> None:
         "azure_storage_endpoint": f"http://127.0.0.1:{azurite_server.port}/{ACCOUNT}",
         "azure_allow_http": "true",
     }
-    assert azurite_server.env()["AZURITE_BLOB_STORAGE_URL"] == f"http://127.0.0.1:{azurite_server.port}"
+    assert (
+        azurite_server.env()["AZURITE_BLOB_STORAGE_URL"]
+        == f"http://127.0.0.1:{azurite_server.port}"
+    )
 
 
 @requires_azurite
@@ -641,10 +765,21 @@ def test_object_store_case_round_trip(object_store_case: ObjectStoreCase) -> Non
 
 def test_cloud_isolation_env() -> None:
     remove, set_ = cloud_isolation_env(
-        {"AWS_ACCESS_KEY_ID": "k", "GOOGLE_SERVICE_ACCOUNT": "p", "AZURE_STORAGE_ACCOUNT_KEY": "x",
-         "STORAGE_EMULATOR_HOST": "h", "HOME": "/root", "PATH": "/bin"}
+        {
+            "AWS_ACCESS_KEY_ID": "k",
+            "GOOGLE_SERVICE_ACCOUNT": "p",
+            "AZURE_STORAGE_ACCOUNT_KEY": "x",
+            "STORAGE_EMULATOR_HOST": "h",
+            "HOME": "/root",
+            "PATH": "/bin",
+        }
     )
-    assert sorted(remove) == ["AWS_ACCESS_KEY_ID", "AZURE_STORAGE_ACCOUNT_KEY", "GOOGLE_SERVICE_ACCOUNT", "STORAGE_EMULATOR_HOST"]
+    assert sorted(remove) == [
+        "AWS_ACCESS_KEY_ID",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "GOOGLE_SERVICE_ACCOUNT",
+        "STORAGE_EMULATOR_HOST",
+    ]
     assert METADATA_BLACKHOLE == "http://127.0.0.1:9"
     assert set_ == {
         "AWS_METADATA_ENDPOINT": "http://127.0.0.1:9",
@@ -654,15 +789,23 @@ def test_cloud_isolation_env() -> None:
     }
 
 
-def test_bucket_fixtures_isolate_the_cloud_env(object_store_case: ObjectStoreCase) -> None:
+def test_bucket_fixtures_isolate_the_cloud_env(
+    object_store_case: ObjectStoreCase,
+) -> None:
     assert os.environ["AWS_METADATA_ENDPOINT"] == METADATA_BLACKHOLE
     assert os.environ["GCE_METADATA_HOST"] == "127.0.0.1:9"
     assert "AWS_ACCESS_KEY_ID" not in os.environ
-    expected_azurite = [object_store_case.server.endpoint] if object_store_case.name == "azure" else []
-    assert [v for k, v in os.environ.items() if k.startswith("AZURITE_")] == expected_azurite
+    expected_azurite = (
+        [object_store_case.server.endpoint] if object_store_case.name == "azure" else []
+    )
+    assert [
+        v for k, v in os.environ.items() if k.startswith("AZURITE_")
+    ] == expected_azurite
 
 
-def test_start_or_skip_fails_unless_missing_services_are_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_start_or_skip_fails_unless_missing_services_are_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     class Missing:
         def start(self) -> None:
             raise ServiceUnavailable("not installed")
@@ -675,7 +818,9 @@ def test_start_or_skip_fails_unless_missing_services_are_allowed(monkeypatch: py
         start_or_skip(Missing())  # type: ignore[type-var]
 
 
-def test_missing_azurite_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> None:
+def test_missing_azurite_is_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
     monkeypatch.setenv("DLRS_AZURITE_BIN", os.path.join(tmp_path, "nope"))
     monkeypatch.setenv("DLRS_AZURITE_DIR", os.fspath(tmp_path))
     monkeypatch.setenv("PATH", os.fspath(tmp_path))

@@ -17,9 +17,9 @@ from pathlib import Path
 __all__ = [
     "ALLOW_MISSING_ENV",
     "METADATA_BLACKHOLE",
-    "cloud_isolation_env",
     "ManagedProcess",
     "ServiceUnavailable",
+    "cloud_isolation_env",
     "free_port",
     "missing_services_allowed",
     "unique_name",
@@ -37,10 +37,17 @@ _names = itertools.count()
 METADATA_BLACKHOLE = "http://127.0.0.1:9"
 
 _CLOUD_PREFIXES = ("AWS_", "GOOGLE_", "AZURE_", "AZURITE_", "GCE_")
-_CLOUD_NAMES = ("STORAGE_EMULATOR_HOST", "IDENTITY_ENDPOINT", "MSI_ENDPOINT", "IMDS_ENDPOINT")
+_CLOUD_NAMES = (
+    "STORAGE_EMULATOR_HOST",
+    "IDENTITY_ENDPOINT",
+    "MSI_ENDPOINT",
+    "IMDS_ENDPOINT",
+)
 
 
-def cloud_isolation_env(environ: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+def cloud_isolation_env(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """What to remove from and set in the environment so that no cloud client reaches past the
     loopback: (names to remove, variables to set).
 
@@ -82,7 +89,9 @@ def unique_name(prefix: str = "dlrs") -> str:
     return f"{prefix}-{next(_names)}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
+def wait_for_http(
+    url: str, timeout: float, process: subprocess.Popen[bytes] | None = None
+) -> None:
     """Polls ``url`` until any HTTP answer comes (an error status counts as up).
 
     Raises RuntimeError if ``process`` exits first or nothing answers within ``timeout`` seconds.
@@ -90,7 +99,9 @@ def wait_for_http(url: str, timeout: float, process: subprocess.Popen[bytes] | N
     deadline = time.monotonic() + timeout
     while True:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"process exited with status {process.returncode} before serving {url}")
+            raise RuntimeError(
+                f"process exited with status {process.returncode} before serving {url}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 resp.read()
@@ -111,9 +122,12 @@ class ManagedProcess:
     def __init__(self, argv: Sequence[str], name: str, cwd: str | None = None) -> None:
         self.argv = list(argv)
         self.name = name
-        self._log = tempfile.NamedTemporaryFile(prefix=f"dlrs-{name}-", suffix=".log", delete=False)  # noqa: SIM115
+        # closed by stop(): the file outlives this method
+        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix=f"dlrs-{name}-", suffix=".log", delete=False
+        )
         self.log_path = Path(self._log.name)
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv of a local test server
+        self.process = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
             stdout=self._log,

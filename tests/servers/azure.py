@@ -20,10 +20,23 @@ import urllib.request
 from collections.abc import Mapping
 from email.utils import formatdate
 from pathlib import Path
+from typing import Self
 
-from ._common import ManagedProcess, ServiceUnavailable, free_port, unique_name, wait_for_http
+from ._common import (
+    ManagedProcess,
+    ServiceUnavailable,
+    free_port,
+    unique_name,
+    wait_for_http,
+)
 
-__all__ = ["ACCOUNT", "ACCOUNT_KEY", "AzuriteServer", "azurite_binary", "azurite_server"]
+__all__ = [
+    "ACCOUNT",
+    "ACCOUNT_KEY",
+    "AzuriteServer",
+    "azurite_binary",
+    "azurite_server",
+]
 
 #: Azurite's well-known development account and key.
 ACCOUNT = "devstoreaccount1"
@@ -54,35 +67,50 @@ def azurite_binary() -> Path:
     )
 
 
-def _sign(method: str, url: str, headers: Mapping[str, str], key: str = ACCOUNT_KEY, account: str = ACCOUNT) -> str:
+def _sign(
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    key: str = ACCOUNT_KEY,
+    account: str = ACCOUNT,
+) -> str:
     """The ``Authorization: SharedKey`` value for a request (Blob service, version 2009-09-19+)."""
     parts = urllib.parse.urlsplit(url)
     h = {k.lower(): v for k, v in headers.items()}
     length = h.get("content-length", "")
     if length == "0":
         length = ""
-    canonical_headers = "".join(f"{k}:{h[k].strip()}\n" for k in sorted(h) if k.startswith("x-ms-"))
+    canonical_headers = "".join(
+        f"{k}:{h[k].strip()}\n" for k in sorted(h) if k.startswith("x-ms-")
+    )
     resource = f"/{account}{parts.path}"
     query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
     for name in sorted(query, key=str.lower):
         resource += f"\n{name.lower()}:{','.join(sorted(query[name]))}"
-    string_to_sign = "\n".join(
-        [
-            method,
-            h.get("content-encoding", ""),
-            h.get("content-language", ""),
-            length,
-            h.get("content-md5", ""),
-            h.get("content-type", ""),
-            "",  # Date: x-ms-date is used instead
-            h.get("if-modified-since", ""),
-            h.get("if-match", ""),
-            h.get("if-none-match", ""),
-            h.get("if-unmodified-since", ""),
-            h.get("range", ""),
-        ]
-    ) + "\n" + canonical_headers + resource
-    digest = hmac.new(base64.b64decode(key), string_to_sign.encode("utf-8"), hashlib.sha256).digest()
+    string_to_sign = (
+        "\n".join(
+            [
+                method,
+                h.get("content-encoding", ""),
+                h.get("content-language", ""),
+                length,
+                h.get("content-md5", ""),
+                h.get("content-type", ""),
+                "",  # Date: x-ms-date is used instead
+                h.get("if-modified-since", ""),
+                h.get("if-match", ""),
+                h.get("if-none-match", ""),
+                h.get("if-unmodified-since", ""),
+                h.get("range", ""),
+            ]
+        )
+        + "\n"
+        + canonical_headers
+        + resource
+    )
+    digest = hmac.new(
+        base64.b64decode(key), string_to_sign.encode("utf-8"), hashlib.sha256
+    ).digest()
     return f"SharedKey {account}:{base64.b64encode(digest).decode()}"
 
 
@@ -100,7 +128,7 @@ class AzuriteServer:
 
     # ----------------------------------------------------------------- life cycle
 
-    def start(self) -> AzuriteServer:
+    def start(self) -> Self:
         if self._proc is not None:
             raise RuntimeError("server already started")
         binary = azurite_binary()
@@ -108,13 +136,17 @@ class AzuriteServer:
             raise ServiceUnavailable("node is not installed (Azurite needs it)")
         self._workdir = tempfile.TemporaryDirectory(prefix="dlrs-azurite-")
         last_error: Exception | None = None
-        for _ in range(3):  # the free port can be taken between free_port() and the bind
+        for _ in range(
+            3
+        ):  # the free port can be taken between free_port() and the bind
             port = free_port()
             proc = ManagedProcess(
                 [
                     str(binary),
-                    "--blobHost", self.host,
-                    "--blobPort", str(port),
+                    "--blobHost",
+                    self.host,
+                    "--blobPort",
+                    str(port),
                     "--inMemoryPersistence",
                     "--skipApiVersionCheck",
                     "--loose",
@@ -126,7 +158,11 @@ class AzuriteServer:
                 cwd=self._workdir.name,
             )
             try:
-                wait_for_http(f"http://{self.host}:{port}/{ACCOUNT}?comp=list", timeout=30, process=proc.process)
+                wait_for_http(
+                    f"http://{self.host}:{port}/{ACCOUNT}?comp=list",
+                    timeout=30,
+                    process=proc.process,
+                )
             except RuntimeError as exc:
                 last_error = RuntimeError(f"{exc}\n{proc.log_tail()}")
                 proc.stop()
@@ -146,7 +182,7 @@ class AzuriteServer:
             self._workdir.cleanup()
             self._workdir = None
 
-    def __enter__(self) -> AzuriteServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -210,7 +246,13 @@ class AzuriteServer:
         """``az://<container>/<key>``"""
         return f"az://{container}/{key}"
 
-    def request(self, method: str, path: str, body: bytes = b"", headers: Mapping[str, str] | None = None) -> bytes:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
         """A SharedKey-signed request to ``<account_url><path>`` (``path`` already percent-encoded)."""
         if self._proc is None:
             raise RuntimeError("server not started")
@@ -221,11 +263,18 @@ class AzuriteServer:
             "Content-Length": str(len(body)),
         }
         h.update(headers or {})
-        if method in ("PUT", "POST") and not any(k.lower() == "content-type" for k in h):
+        if method in ("PUT", "POST") and not any(
+            k.lower() == "content-type" for k in h
+        ):
             # urllib would add a form Content-Type, which then would not match the signature
             h["Content-Type"] = "application/octet-stream"
         h["Authorization"] = _sign(method, url, h)
-        req = urllib.request.Request(url, data=body if method in ("PUT", "POST") else None, method=method, headers=h)
+        req = urllib.request.Request(
+            url,
+            data=body if method in ("PUT", "POST") else None,
+            method=method,
+            headers=h,
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 return bytes(resp.read())
@@ -263,7 +312,7 @@ class AzuriteServer:
     get_object = get_blob
 
 
-class azurite_server:  # noqa: N801 - used like a function: `with azurite_server() as srv:`
+class azurite_server:
     """Context manager: ``with azurite_server() as server:`` starts an :class:`AzuriteServer` and stops it."""
 
     def __init__(self) -> None:

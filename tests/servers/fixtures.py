@@ -12,11 +12,16 @@ import importlib.util
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 import pytest
 
-from ._common import METADATA_BLACKHOLE, ServiceUnavailable, cloud_isolation_env, missing_services_allowed
+from ._common import (
+    METADATA_BLACKHOLE,
+    ServiceUnavailable,
+    cloud_isolation_env,
+    missing_services_allowed,
+)
 from .azure import AzuriteServer, azurite_binary
 from .gcs import GcsTestServer, fake_gcs_binary
 from .http import HttpTestServer
@@ -25,14 +30,14 @@ from .s3 import S3TestServer
 __all__ = [
     "METADATA_BLACKHOLE",
     "ObjectStoreCase",
-    "cloud_env_isolated",
-    "isolate_cloud_env",
     "azure_container",
     "azurite_server",
+    "cloud_env_isolated",
     "gcs_bucket",
     "gcs_server",
     "http_server",
     "http_server_factory",
+    "isolate_cloud_env",
     "missing_service",
     "object_store_case",
     "requires_azurite",
@@ -44,7 +49,7 @@ __all__ = [
 ]
 
 _S = TypeVar("_S", HttpTestServer, S3TestServer, GcsTestServer, AzuriteServer)
-AnyStoreServer = Union[S3TestServer, GcsTestServer, AzuriteServer]
+AnyStoreServer = S3TestServer | GcsTestServer | AzuriteServer
 
 
 def missing_service(name: str) -> str | None:
@@ -93,7 +98,10 @@ def start_or_skip(server: _S) -> _S:
     except ServiceUnavailable as exc:
         if missing_services_allowed():
             pytest.skip(f"service unavailable: {exc}")
-        pytest.fail(f"service unavailable: {exc} (set DLRS_ALLOW_MISSING_SERVICES=1 to skip)", pytrace=False)
+        pytest.fail(
+            f"service unavailable: {exc} (set DLRS_ALLOW_MISSING_SERVICES=1 to skip)",
+            pytrace=False,
+        )
 
 
 def isolate_cloud_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,7 +199,11 @@ def gcs_bucket(gcs_server: GcsTestServer, cloud_env_isolated: None) -> str:
 
 
 @pytest.fixture
-def azure_container(azurite_server: AzuriteServer, cloud_env_isolated: None, monkeypatch: pytest.MonkeyPatch) -> str:
+def azure_container(
+    azurite_server: AzuriteServer,
+    cloud_env_isolated: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
     """A new, empty container on :func:`azurite_server`; also sets ``AZURITE_BLOB_STORAGE_URL``
     for this test (object_store's emulator mode reads the address from it)."""
     monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", azurite_server.endpoint)
@@ -239,7 +251,9 @@ _SERVER_FIXTURES = {"s3": "s3_server", "gcs": "gcs_server", "azure": "azurite_se
     ]
 )
 def object_store_case(
-    request: pytest.FixtureRequest, cloud_env_isolated: None, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    cloud_env_isolated: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> ObjectStoreCase:
     """Parametrized over S3, GCS and Azure: a fresh bucket and the options that reach it, in an
     isolated cloud environment (:func:`cloud_env_isolated`).

@@ -13,8 +13,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Self
 
-from ._common import ManagedProcess, ServiceUnavailable, free_port, unique_name, wait_for_http
+from ._common import (
+    ManagedProcess,
+    ServiceUnavailable,
+    free_port,
+    unique_name,
+    wait_for_http,
+)
 
 __all__ = ["GcsTestServer", "fake_gcs_binary", "gcs_server"]
 
@@ -46,24 +53,33 @@ class GcsTestServer:
 
     # ----------------------------------------------------------------- life cycle
 
-    def start(self) -> GcsTestServer:
+    def start(self) -> Self:
         if self._proc is not None:
             raise RuntimeError("server already started")
         binary = fake_gcs_binary()
         last_error: Exception | None = None
-        for _ in range(3):  # the free port can be taken between free_port() and the bind
+        for _ in range(
+            3
+        ):  # the free port can be taken between free_port() and the bind
             port = free_port()
             url = f"http://{self.host}:{port}"
             proc = ManagedProcess(
                 [
                     str(binary),
-                    "-scheme", "http",
-                    "-backend", "memory",
-                    "-host", self.host,
-                    "-port", str(port),
-                    "-external-url", url,
-                    "-public-host", f"{self.host}:{port}",
-                    "-log-level", "error",
+                    "-scheme",
+                    "http",
+                    "-backend",
+                    "memory",
+                    "-host",
+                    self.host,
+                    "-port",
+                    str(port),
+                    "-external-url",
+                    url,
+                    "-public-host",
+                    f"{self.host}:{port}",
+                    "-log-level",
+                    "error",
                 ],
                 name="fake-gcs",
             )
@@ -83,7 +99,7 @@ class GcsTestServer:
         if proc is not None:
             proc.stop()
 
-    def __enter__(self) -> GcsTestServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -145,7 +161,13 @@ class GcsTestServer:
         """``gs://<bucket>/<key>``"""
         return f"gs://{bucket}/{key}"
 
-    def _request(self, method: str, path: str, body: bytes | None = None, content_type: str | None = None) -> bytes:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        content_type: str | None = None,
+    ) -> bytes:
         if self._proc is None:
             raise RuntimeError("server not started")
         req = urllib.request.Request(self.endpoint + path, data=body, method=method)
@@ -162,14 +184,24 @@ class GcsTestServer:
     def create_bucket(self, name: str | None = None) -> str:
         """Creates a bucket (a unique name if none is given) and returns its name."""
         name = name or unique_name("dlrs-gcs")
-        self._request("POST", "/storage/v1/b", json.dumps({"name": name}).encode(), "application/json")
+        self._request(
+            "POST",
+            "/storage/v1/b",
+            json.dumps({"name": name}).encode(),
+            "application/json",
+        )
         return name
 
     def put_object(self, bucket: str, key: str, body: bytes) -> None:
         """Uploads ``body`` as ``gs://<bucket>/<key>`` (a JSON-API media upload)."""
         query = urllib.parse.urlencode({"uploadType": "media", "name": key})
         b = urllib.parse.quote(bucket, safe="")
-        self._request("POST", f"/upload/storage/v1/b/{b}/o?{query}", body, "application/octet-stream")
+        self._request(
+            "POST",
+            f"/upload/storage/v1/b/{b}/o?{query}",
+            body,
+            "application/octet-stream",
+        )
 
     def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:
         for key, body in objects.items():
@@ -181,7 +213,7 @@ class GcsTestServer:
         return self._request("GET", f"/storage/v1/b/{b}/o/{k}?alt=media")
 
 
-class gcs_server:  # noqa: N801 - used like a function: `with gcs_server() as srv:`
+class gcs_server:
     """Context manager: ``with gcs_server() as server:`` starts a :class:`GcsTestServer` and stops it."""
 
     def __init__(self) -> None:

@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import hashlib
 import itertools
 import json
-import random
 import os
+import random
 import select
 import socket
 import struct
@@ -52,10 +51,10 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qsl, unquote, urlencode
 
 __all__ = [
@@ -85,7 +84,9 @@ def _random_pool() -> bytes:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = random.Random("dlrs-test-body-pool").randbytes(_POOL_SIZE + BLOCK_SIZE)
+                _pool = random.Random("dlrs-test-body-pool").randbytes(
+                    _POOL_SIZE + BLOCK_SIZE
+                )
     return _pool
 
 
@@ -184,7 +185,9 @@ class _Body:
         return cls(n, lambda start: _body_blocks(n, seed, start))
 
 
-def _int_param(params: Mapping[str, str], name: str, default: int | None = None) -> int | None:
+def _int_param(
+    params: Mapping[str, str], name: str, default: int | None = None
+) -> int | None:
     value = params.get(name)
     if value is None or value == "":
         return default
@@ -278,7 +281,7 @@ class HttpTestServer(_Urls):
 
     # ----------------------------------------------------------------- life cycle
 
-    def start(self) -> HttpTestServer:
+    def start(self) -> Self:
         """Binds a free port on 127.0.0.1 and starts serving; returns ``self``."""
         if self._thread is not None:
             raise RuntimeError("server already started")
@@ -310,7 +313,7 @@ class HttpTestServer(_Urls):
             raise RuntimeError("HTTP test server thread did not stop within 15 s")
         self._thread = None
 
-    def __enter__(self) -> HttpTestServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -334,7 +337,9 @@ class HttpTestServer(_Urls):
         with self._lock:
             self._scripts.setdefault(path, deque()).extend(normalized)
 
-    def fail_first(self, path: str, k: int, step: str | Mapping[str, Any] = "status=503") -> None:
+    def fail_first(
+        self, path: str, k: int, step: str | Mapping[str, Any] = "status=503"
+    ) -> None:
         """The next ``k`` requests to ``path`` get ``step`` (by default a 503); later ones succeed."""
         self.script(path, [step] * k)
 
@@ -441,7 +446,9 @@ class HttpTestServer(_Urls):
             await asyncio.gather(*tasks, return_exceptions=True)
             await server.wait_closed()
 
-    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._conn_tasks.add(task)
@@ -450,7 +457,9 @@ class HttpTestServer(_Urls):
             conn_id = next(self._connection_ids)
             self._connection_count += 1
             self._open_connections += 1
-            self._max_open_connections = max(self._max_open_connections, self._open_connections)
+            self._max_open_connections = max(
+                self._max_open_connections, self._open_connections
+            )
         aborted = False
         try:
             while True:
@@ -458,11 +467,18 @@ class HttpTestServer(_Urls):
                     if self.idle_timeout is None:
                         head = await reader.readuntil(b"\r\n\r\n")
                     else:
-                        async with _timeout(self.idle_timeout):
+                        async with asyncio.timeout(self.idle_timeout):
                             head = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+                except (
+                    asyncio.IncompleteReadError,
+                    asyncio.LimitOverrunError,
+                    TimeoutError,
+                    ConnectionError,
+                ):
                     break
-                keep_alive, aborted = await self._serve_request(conn_id, head, reader, writer)
+                keep_alive, aborted = await self._serve_request(
+                    conn_id, head, reader, writer
+                )
                 if not keep_alive or aborted:
                     break
         except asyncio.CancelledError:
@@ -497,7 +513,9 @@ class HttpTestServer(_Urls):
         lines = head[:-4].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
             return False, False
         method, target, version = parts
         headers: dict[str, str] = {}
@@ -511,7 +529,11 @@ class HttpTestServer(_Urls):
         query = _parse_query(raw_query.partition("#")[0])
 
         conn_header = headers.get("connection", "").lower()
-        keep_alive = conn_header != "close" if version == "HTTP/1.1" else conn_header == "keep-alive"
+        keep_alive = (
+            conn_header != "close"
+            if version == "HTTP/1.1"
+            else conn_header == "keep-alive"
+        )
 
         with self._lock:
             params = dict(self._defaults)
@@ -539,14 +561,20 @@ class HttpTestServer(_Urls):
                     await reader.readexactly(int(headers["content-length"]))
                 except ValueError:
                     record.outcome = "status:400"
-                    await self._send_simple(writer, 400, "bad Content-Length", close=True)
+                    await self._send_simple(
+                        writer, 400, "bad Content-Length", close=True
+                    )
                     return False, False
             elif headers.get("transfer-encoding"):
                 record.outcome = "status:501"
-                await self._send_simple(writer, 501, "request bodies must have a Content-Length", close=True)
+                await self._send_simple(
+                    writer, 501, "request bodies must have a Content-Length", close=True
+                )
                 return False, False
             try:
-                return await self._answer(record, params, method, keep_alive, reader, writer)
+                return await self._answer(
+                    record, params, method, keep_alive, reader, writer
+                )
             except _BadRequest as exc:
                 record.outcome = "status:400"
                 await self._send_simple(writer, 400, str(exc), close=not keep_alive)
@@ -575,7 +603,9 @@ class HttpTestServer(_Urls):
         status = _int_param(params, "status")
         fault = params.get("fault") or None
         if fault is not None and fault not in _FAULTS:
-            raise _BadRequest(f"fault must be one of {', '.join(_FAULTS)}, got {fault!r}")
+            raise _BadRequest(
+                f"fault must be one of {', '.join(_FAULTS)}, got {fault!r}"
+            )
         fail = _int_param(params, "fail")
         if fail is not None:
             key = params.get("key") or record.path
@@ -621,12 +651,16 @@ class HttpTestServer(_Urls):
             return keep_alive, False
 
         chunked = _truthy(params.get("chunked"))
-        content_type = "application/json" if record.path == "/echo" else "application/octet-stream"
+        content_type = (
+            "application/json" if record.path == "/echo" else "application/octet-stream"
+        )
         chunk = _int_param(params, "chunk", 16384) or 16384
         if chunk < 1:
             raise _BadRequest(f"chunk must be >= 1, got {chunk}")
         if fault is None:
-            record.outcome = "ok"  # decided now; becomes "client-gone" if the client leaves
+            record.outcome = (
+                "ok"  # decided now; becomes "client-gone" if the client leaves
+            )
             await self._respond(
                 writer,
                 200,
@@ -663,9 +697,9 @@ class HttpTestServer(_Urls):
             stall = _float_param(params, "stall", 3600.0)
             try:
                 # Ends early when the client closes the connection (EOF) or sends anything.
-                async with _timeout(stall):
+                async with asyncio.timeout(stall):
                     await reader.read(1)
-            except (asyncio.TimeoutError, ConnectionError):
+            except (TimeoutError, ConnectionError):
                 pass
         # truncate, or the stall is over: close without finishing the body.
         return False, False
@@ -729,7 +763,11 @@ class HttpTestServer(_Urls):
             reason = HTTPStatus(status).phrase
         except ValueError:
             reason = "Unknown"
-        lines = [f"HTTP/1.1 {status} {reason}", "Server: dlrs-test", f"Content-Type: {content_type}"]
+        lines = [
+            f"HTTP/1.1 {status} {reason}",
+            "Server: dlrs-test",
+            f"Content-Type: {content_type}",
+        ]
         if chunked:
             lines.append("Transfer-Encoding: chunked")
         else:
@@ -741,7 +779,9 @@ class HttpTestServer(_Urls):
             for block in blocks:
                 if chunked:
                     data = b"".join(
-                        b"%x\r\n" % len(block[off : off + chunk]) + block[off : off + chunk] + b"\r\n"
+                        b"%x\r\n" % len(block[off : off + chunk])
+                        + block[off : off + chunk]
+                        + b"\r\n"
                         for off in range(0, len(block), chunk)
                     )
                 else:
@@ -766,46 +806,25 @@ class HttpTestServer(_Urls):
         # Give the loopback a moment to carry the bytes before a reset discards them.
         await asyncio.sleep(0.02)
 
-    async def _send_simple(self, writer: asyncio.StreamWriter, status: int, text: str, close: bool) -> None:
+    async def _send_simple(
+        self, writer: asyncio.StreamWriter, status: int, text: str, close: bool
+    ) -> None:
         body = (text + "\n").encode()
-        await self._respond(writer, status, len(body), iter([body]), keep_alive=not close)
+        await self._respond(
+            writer, status, len(body), iter([body]), keep_alive=not close
+        )
 
     @staticmethod
     def _reset(writer: asyncio.StreamWriter) -> None:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
             except OSError:
                 pass
         writer.transport.abort()
-
-
-if sys.version_info >= (3, 11):
-    _timeout = asyncio.timeout
-else:  # pragma: no cover - older interpreters
-
-    @contextlib.asynccontextmanager
-    async def _timeout(delay: float) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-        fired = False
-
-        def fire() -> None:
-            nonlocal fired
-            fired = True
-            task.cancel()
-
-        handle = loop.call_later(delay, fire)
-        try:
-            yield
-        except asyncio.CancelledError:
-            if fired:
-                raise asyncio.TimeoutError from None
-            raise
-        finally:
-            handle.cancel()
 
 
 def _parse_query(raw: str) -> dict[str, str]:
@@ -828,7 +847,7 @@ def _parse_int_segment(text: str) -> int | None:
         return None
 
 
-class http_server:  # noqa: N801 - used like a function: `with http_server(delay=0.01) as srv:`
+class http_server:
     """Context manager: ``with http_server(**defaults) as server:`` starts an
     :class:`HttpTestServer` and stops it on exit."""
 
@@ -853,7 +872,7 @@ class HttpServerProcess(_Urls):
         self._defaults = {str(k): str(v) for k, v in defaults.items()}
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> HttpServerProcess:
+    def start(self) -> Self:
         if self._proc is not None:
             raise RuntimeError("server already started")
         argv = [sys.executable, "-m", "servers.http"]
@@ -862,7 +881,7 @@ class HttpServerProcess(_Urls):
         tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = tests_dir + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.Popen(  # noqa: S603 - our own module
+        proc = subprocess.Popen(
             argv, cwd=tests_dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         assert proc.stdout is not None
@@ -894,7 +913,7 @@ class HttpServerProcess(_Urls):
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
 
-    def __enter__(self) -> HttpServerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -907,7 +926,12 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--param", action="append", default=[], help="a default query parameter, name=value")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        help="a default query parameter, name=value",
+    )
     args = parser.parse_args(argv)
     defaults = dict(p.split("=", 1) for p in args.param)
     with HttpTestServer(**defaults) as server:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Self
 
 from ._common import ServiceUnavailable, unique_name
 
@@ -37,7 +37,7 @@ class S3TestServer:
 
     # ----------------------------------------------------------------- life cycle
 
-    def start(self) -> S3TestServer:
+    def start(self) -> Self:
         try:
             import boto3  # noqa: F401
             from moto.server import ThreadedMotoServer
@@ -94,7 +94,7 @@ class S3TestServer:
                 pass
         wsgi_server.server_close()  # closes the listening socket and joins the handler threads
 
-    def __enter__(self) -> S3TestServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -153,7 +153,9 @@ class S3TestServer:
                 aws_access_key_id=self.access_key_id,
                 aws_secret_access_key=self.secret_access_key,
                 region_name=self.region,
-                config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
+                config=Config(
+                    retries={"max_attempts": 1}, s3={"addressing_style": "path"}
+                ),
             )
         return self._client
 
@@ -176,7 +178,7 @@ class S3TestServer:
             return bytes(body.read())
 
 
-class s3_server:  # noqa: N801 - used like a function: `with s3_server() as srv:`
+class s3_server:
     """Context manager: ``with s3_server() as server:`` starts an :class:`S3TestServer` and stops it."""
 
     def __init__(self) -> None:
