@@ -1,0 +1,323 @@
+//! One pass over the data: workers claim batches in order, a ring of slots hands them out in
+//! order, and dropping the epoch abandons what is left.
+//!
+//! Invariants:
+//! - batch `b` is claimed only while `b < next_deliver + capacity`, so at most `capacity`
+//!   (`num_workers + prefetch_depth`) batches are in progress or waiting at any time, and slot
+//!   `b % capacity` is free when `b` is claimed;
+//! - batches are handed out in the order of their numbers, an error in its batch's place;
+//! - the consumer is woken once per batch, only when the batch it waits for lands;
+//! - dropping the epoch sets `cancelled`: workers claim nothing more, results that land later
+//!   are dropped with the epoch, and nothing waits for them.
+//!
+//! With no workers, [`Epoch::recv`] loads each batch on the calling thread.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::plan::EpochPlan;
+use crate::pool::Pool;
+use crate::source::{BatchCtx, Source};
+use crate::sync::{lock, wait, wait_timeout};
+
+/// Why a batch did not load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError<E> {
+    /// The source failed.
+    Source(E),
+    /// The source panicked; the message of the panic.
+    Panicked(String),
+    /// The epoch was abandoned while the batch was loading (never handed to a consumer).
+    Cancelled,
+}
+
+impl<E> From<E> for LoadError<E> {
+    fn from(e: E) -> Self {
+        Self::Source(e)
+    }
+}
+
+/// What [`Epoch::recv`] found.
+#[derive(Debug)]
+pub enum Recv<B, E> {
+    /// The next batch, or why it failed; the batch after it comes next.
+    Batch(Result<B, LoadError<E>>),
+    /// The timeout passed before the next batch was ready; call again.
+    Pending,
+    /// Every batch of the epoch was handed out.
+    Finished,
+}
+
+type Outcome<B, E> = Result<B, LoadError<E>>;
+
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a worker panicked".to_owned())
+}
+
+fn load<S: Source>(source: &S, indices: &[u64], ctx: &BatchCtx) -> Outcome<S::Batch, S::Error> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        source.load_batch(indices, ctx)
+    })) {
+        Ok(r) => r,
+        Err(payload) => Err(LoadError::Panicked(panic_message(&*payload))),
+    }
+}
+
+struct Ring<B, E> {
+    next_claim: u64,
+    next_deliver: u64,
+    slots: Vec<Option<Outcome<B, E>>>,
+    consumer_waiting: bool,
+    workers_waiting: usize,
+    peak_in_flight: u64,
+}
+
+struct Shared<S: Source> {
+    ring: Mutex<Ring<S::Batch, S::Error>>,
+    ready: Condvar,
+    space: Condvar,
+    capacity: u64,
+}
+
+enum Mode<S: Source> {
+    /// Batches load on the caller's thread; the number of the next one.
+    Inline(Mutex<u64>),
+    /// Batches load on the pool.
+    Workers(Arc<Shared<S>>),
+}
+
+/// One epoch of a loader: an iterator of batches in order, with a bounded number in flight.
+pub struct Epoch<S: Source> {
+    plan: Arc<EpochPlan>,
+    source: Arc<S>,
+    pool: Pool,
+    cancelled: Arc<AtomicBool>,
+    item_concurrency: usize,
+    num_batches: u64,
+    mode: Mode<S>,
+}
+
+impl<S: Source> std::fmt::Debug for Epoch<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch")
+            .field("num_batches", &self.num_batches)
+            .field("remaining", &self.remaining())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Source> Epoch<S> {
+    /// Starts an epoch: with `num_workers > 0`, that many workers start loading at once.
+    pub(crate) fn start(
+        source: Arc<S>,
+        plan: EpochPlan,
+        pool: Pool,
+        num_workers: usize,
+        prefetch_depth: usize,
+        item_concurrency: usize,
+    ) -> Self {
+        let plan = Arc::new(plan);
+        let num_batches = plan.num_batches();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let mode = if num_workers == 0 {
+            Mode::Inline(Mutex::new(0))
+        } else {
+            let capacity = (num_workers + prefetch_depth) as u64;
+            let shared = Arc::new(Shared {
+                ring: Mutex::new(Ring {
+                    next_claim: 0,
+                    next_deliver: 0,
+                    slots: std::iter::repeat_with(|| None)
+                        .take(num_workers + prefetch_depth)
+                        .collect(),
+                    consumer_waiting: false,
+                    workers_waiting: 0,
+                    peak_in_flight: 0,
+                }),
+                ready: Condvar::new(),
+                space: Condvar::new(),
+                capacity,
+            });
+            let runners = u64::try_from(num_workers)
+                .unwrap_or(u64::MAX)
+                .min(num_batches);
+            for _ in 0..runners {
+                let (shared, source, plan) =
+                    (Arc::clone(&shared), Arc::clone(&source), Arc::clone(&plan));
+                let ctx = BatchCtx {
+                    cancelled: Arc::clone(&cancelled),
+                    item_concurrency,
+                    pool: pool.clone(),
+                    batch: 0,
+                };
+                pool.execute(move || run_worker(&shared, &*source, &plan, ctx, num_batches));
+            }
+            Mode::Workers(shared)
+        };
+        Self {
+            plan,
+            source,
+            pool,
+            cancelled,
+            item_concurrency,
+            num_batches,
+            mode,
+        }
+    }
+
+    /// The number of batches of the epoch.
+    #[must_use]
+    pub fn num_batches(&self) -> u64 {
+        self.num_batches
+    }
+
+    /// The number of batches not yet handed out.
+    #[must_use]
+    pub fn remaining(&self) -> u64 {
+        let delivered = match &self.mode {
+            Mode::Inline(next) => *lock(next),
+            Mode::Workers(shared) => lock(&shared.ring).next_deliver,
+        };
+        self.num_batches - delivered
+    }
+
+    /// The most batches that were in progress or waiting at once (for tests and stats).
+    #[must_use]
+    pub fn peak_in_flight(&self) -> u64 {
+        match &self.mode {
+            Mode::Inline(_) => 0,
+            Mode::Workers(shared) => lock(&shared.ring).peak_in_flight,
+        }
+    }
+
+    /// The plan of the epoch.
+    #[must_use]
+    pub fn plan(&self) -> &EpochPlan {
+        &self.plan
+    }
+
+    /// The next batch. With workers, waits at most `timeout` (`None`: as long as it takes; zero:
+    /// not at all) and answers [`Recv::Pending`] when it passed; without workers, loads the batch
+    /// on this thread.
+    pub fn recv(&self, timeout: Option<Duration>) -> Recv<S::Batch, S::Error> {
+        match &self.mode {
+            Mode::Inline(next) => self.recv_inline(next),
+            Mode::Workers(shared) => Self::recv_from_workers(shared, self.num_batches, timeout),
+        }
+    }
+
+    fn recv_inline(&self, next: &Mutex<u64>) -> Recv<S::Batch, S::Error> {
+        let b = {
+            let mut next = lock(next);
+            if *next >= self.num_batches {
+                return Recv::Finished;
+            }
+            *next += 1;
+            *next - 1
+        };
+        let mut indices = Vec::with_capacity(self.plan.batch_len(b));
+        self.plan.fill_batch(b, &mut indices);
+        let ctx = BatchCtx {
+            cancelled: Arc::clone(&self.cancelled),
+            item_concurrency: self.item_concurrency,
+            pool: self.pool.clone(),
+            batch: b,
+        };
+        Recv::Batch(load(&*self.source, &indices, &ctx))
+    }
+
+    fn recv_from_workers(
+        shared: &Shared<S>,
+        num_batches: u64,
+        timeout: Option<Duration>,
+    ) -> Recv<S::Batch, S::Error> {
+        let mut ring = lock(&shared.ring);
+        let b = ring.next_deliver;
+        if b >= num_batches {
+            return Recv::Finished;
+        }
+        let slot = usize::try_from(b % shared.capacity).unwrap_or(0);
+        loop {
+            if let Some(outcome) = ring.slots[slot].take() {
+                ring.next_deliver += 1;
+                let wake = ring.workers_waiting > 0;
+                drop(ring);
+                if wake {
+                    shared.space.notify_one();
+                }
+                return Recv::Batch(outcome);
+            }
+            if timeout == Some(Duration::ZERO) {
+                return Recv::Pending;
+            }
+            ring.consumer_waiting = true;
+            match timeout {
+                None => ring = wait(&shared.ready, ring),
+                Some(t) => {
+                    let (r, timed_out) = wait_timeout(&shared.ready, ring, t);
+                    ring = r;
+                    if timed_out && ring.slots[slot].is_none() {
+                        ring.consumer_waiting = false;
+                        return Recv::Pending;
+                    }
+                }
+            }
+            ring.consumer_waiting = false;
+        }
+    }
+}
+
+impl<S: Source> Drop for Epoch<S> {
+    fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::Relaxed);
+        if let Mode::Workers(shared) = &self.mode {
+            // Take the lock so no worker is between its check and its wait, then wake them all.
+            drop(lock(&shared.ring));
+            shared.space.notify_all();
+        }
+    }
+}
+
+/// A worker: claims the next batch the ring has room for, loads it, puts it in its slot.
+fn run_worker<S: Source>(
+    shared: &Shared<S>,
+    source: &S,
+    plan: &EpochPlan,
+    mut ctx: BatchCtx,
+    num_batches: u64,
+) {
+    let mut indices = Vec::new();
+    let mut done: Option<(u64, Outcome<S::Batch, S::Error>)> = None;
+    loop {
+        let mut ring = lock(&shared.ring);
+        if let Some((b, outcome)) = done.take() {
+            let slot = usize::try_from(b % shared.capacity).unwrap_or(0);
+            ring.slots[slot] = Some(outcome);
+            if b == ring.next_deliver && ring.consumer_waiting {
+                shared.ready.notify_one();
+            }
+        }
+        let b = loop {
+            if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
+                return;
+            }
+            if ring.next_claim < ring.next_deliver + shared.capacity {
+                break ring.next_claim;
+            }
+            ring.workers_waiting += 1;
+            ring = wait(&shared.space, ring);
+            ring.workers_waiting -= 1;
+        };
+        ring.next_claim += 1;
+        ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
+        drop(ring);
+        plan.fill_batch(b, &mut indices);
+        ctx.batch = b;
+        done = Some((b, load(source, &indices, &ctx)));
+    }
+}

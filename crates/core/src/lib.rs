@@ -1,0 +1,31 @@
+//! The scheduling core of dataloader-rs: samplers, batching, the worker pool and in-order delivery.
+//!
+//! This crate knows nothing of Python, tokio or images (a test in `tests/it` checks it from
+//! `cargo metadata`). It is generic over what a batch is and what goes wrong while loading one:
+//! a [`Source`] turns the dataset indices of one batch into a batch, and a [`Loader`] runs it on
+//! a pool of worker threads, handing batches out in order with a bounded number in flight.
+//!
+//! - [`sampler`]: the order of one epoch ([`Order`]): sequential, a seeded permutation computed
+//!   per position (no memory, no start-up cost), or an explicit list stored compactly.
+//! - [`plan`]: an epoch cut into batches ([`EpochPlan`]), with `drop_last`.
+//! - [`pool`]: the worker threads, created once per loader, 8 MiB stacks, rebuilt after `fork`.
+//! - [`epoch`]: one pass over the data: claims, the ring of in-order slots, cancellation.
+//! - [`source`]: the [`Source`] trait and the per-batch context that fans items out.
+//! - [`loader`]: the [`Loader`], its validated [`Config`] and the epoch counter.
+
+pub mod epoch;
+pub mod error;
+pub mod loader;
+pub mod plan;
+pub mod pool;
+pub mod sampler;
+pub mod source;
+mod sync;
+
+pub use epoch::{Epoch, LoadError, Recv};
+pub use error::Error;
+pub use loader::{Config, Loader};
+pub use plan::EpochPlan;
+pub use pool::Pool;
+pub use sampler::{Indices, Order, Permutation, Shuffle};
+pub use source::{BatchCtx, Source};

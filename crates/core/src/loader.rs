@@ -1,0 +1,161 @@
+//! The loader: a source, a validated configuration, one worker pool and the epoch counter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::epoch::Epoch;
+use crate::error::Error;
+use crate::plan::EpochPlan;
+use crate::pool::Pool;
+use crate::sampler::Order;
+use crate::source::Source;
+use crate::sync::lock;
+
+/// How a loader cuts and schedules its epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Items per batch (≥ 1).
+    pub batch_size: usize,
+    /// Batches loaded in parallel on worker threads; 0 loads each batch on the caller's thread.
+    pub num_workers: usize,
+    /// Batches that may wait beyond the `num_workers` in progress (≥ 1).
+    pub prefetch_depth: usize,
+    /// Items of one batch fetched at once (≥ 1).
+    pub item_concurrency: usize,
+    /// Whether a short last batch is dropped.
+    pub drop_last: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            batch_size: 1,
+            num_workers: 0,
+            prefetch_depth: 2,
+            item_concurrency: 1,
+            drop_last: false,
+        }
+    }
+}
+
+impl Config {
+    /// Checks every field.
+    ///
+    /// # Errors
+    /// The first field out of range.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.batch_size == 0 {
+            return Err(Error::BatchSize(self.batch_size));
+        }
+        if self.prefetch_depth == 0 {
+            return Err(Error::PrefetchDepth(self.prefetch_depth));
+        }
+        if self.item_concurrency == 0 {
+            return Err(Error::ItemConcurrency(self.item_concurrency));
+        }
+        // Keep thread counts (and the ring) well inside what a process can have.
+        let threads = self.num_workers.checked_mul(self.item_concurrency);
+        if threads.is_none_or(|t| t > 1 << 16)
+            || self.num_workers.saturating_add(self.prefetch_depth) > 1 << 20
+        {
+            return Err(Error::TooManyThreads {
+                num_workers: self.num_workers,
+                item_concurrency: self.item_concurrency,
+            });
+        }
+        Ok(())
+    }
+
+    /// The threads the pool keeps: `num_workers × item_concurrency`, or the item helpers alone.
+    #[must_use]
+    pub fn pool_size(&self) -> usize {
+        if self.num_workers == 0 {
+            self.item_concurrency.saturating_sub(1)
+        } else {
+            self.num_workers * self.item_concurrency
+        }
+    }
+
+    /// The number of batches of an epoch of `len` items.
+    #[must_use]
+    pub fn num_batches(&self, len: u64) -> u64 {
+        EpochPlan::count(len, self.batch_size, self.drop_last)
+    }
+}
+
+/// Loads batches of a [`Source`] in epochs. The pool is made once and reused by every epoch.
+pub struct Loader<S: Source> {
+    source: Arc<S>,
+    config: Config,
+    pool: Mutex<Pool>,
+    epochs: AtomicU64,
+}
+
+impl<S: Source> std::fmt::Debug for Loader<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loader")
+            .field("config", &self.config)
+            .field("epochs", &self.epochs.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Source> Loader<S> {
+    /// A loader of `source`.
+    ///
+    /// # Errors
+    /// An invalid configuration.
+    pub fn new(source: S, config: Config) -> Result<Self, Error> {
+        config.validate()?;
+        Ok(Self {
+            source: Arc::new(source),
+            config,
+            pool: Mutex::new(Pool::new(config.pool_size(), "dataloader-rs")),
+            epochs: AtomicU64::new(0),
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The source.
+    #[must_use]
+    pub fn source(&self) -> &Arc<S> {
+        &self.source
+    }
+
+    /// The number of the next epoch to start (0 for a new loader).
+    #[must_use]
+    pub fn next_epoch_number(&self) -> u64 {
+        self.epochs.load(Ordering::Relaxed)
+    }
+
+    /// Claims the next epoch number (for a shuffle that changes every epoch).
+    pub fn advance_epoch(&self) -> u64 {
+        self.epochs.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Starts an epoch over `order`. Workers start loading at once; in a forked child, the
+    /// pool is rebuilt first.
+    pub fn epoch(&self, order: Order) -> Epoch<S> {
+        let pool = lock(&self.pool).for_this_process().clone();
+        let c = &self.config;
+        Epoch::start(
+            Arc::clone(&self.source),
+            EpochPlan::new(order, c.batch_size, c.drop_last),
+            pool,
+            c.num_workers,
+            c.prefetch_depth,
+            c.item_concurrency,
+        )
+    }
+}
+
+impl<S: Source> Drop for Loader<S> {
+    fn drop(&mut self) {
+        lock(&self.pool).shutdown();
+    }
+}

@@ -1,0 +1,223 @@
+//! What a loader loads: the [`Source`] trait, and the per-batch context that fetches the items
+//! of one batch concurrently on the loader's pool.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::epoch::LoadError;
+use crate::pool::Pool;
+use crate::sync::{lock, wait};
+
+/// Turns the dataset indices of one batch into a batch.
+///
+/// `load_batch` runs on a worker thread (or on the caller's thread with no workers); several
+/// batches load at once, so a source is shared between threads. Everything a batch needs (the
+/// items, their transform, the collation) happens inside one call, so a source that needs a
+/// lock or an interpreter takes it once per batch, not once per item.
+pub trait Source: Send + Sync + 'static {
+    /// What one batch is.
+    type Batch: Send + 'static;
+    /// What can go wrong while loading one; it is handed to the consumer at the batch's place.
+    type Error: Send + 'static;
+
+    /// Loads the batch made of `indices` (in sampler order). `ctx` tells whether the epoch was
+    /// abandoned and fetches items concurrently ([`BatchCtx::map_items`]).
+    ///
+    /// # Errors
+    /// Whatever the source fails with; the consumer receives it in place of this batch.
+    fn load_batch(
+        &self,
+        indices: &[u64],
+        ctx: &BatchCtx,
+    ) -> Result<Self::Batch, LoadError<Self::Error>>;
+}
+
+/// What a batch being loaded can ask of its loader.
+#[derive(Debug)]
+pub struct BatchCtx {
+    pub(crate) cancelled: Arc<AtomicBool>,
+    pub(crate) item_concurrency: usize,
+    pub(crate) pool: Pool,
+    pub(crate) batch: u64,
+}
+
+impl BatchCtx {
+    /// Whether the epoch was abandoned (its iterator dropped): the result will be discarded.
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+
+    /// How many items of one batch may be fetched at once.
+    #[must_use]
+    pub fn item_concurrency(&self) -> usize {
+        self.item_concurrency
+    }
+
+    /// The number of the batch in its epoch.
+    #[must_use]
+    pub fn batch_number(&self) -> u64 {
+        self.batch
+    }
+
+    /// Calls `f` on every index, up to [`Self::item_concurrency`] at once: this thread and
+    /// helpers on the loader's pool. Results come back in the order of `indices`.
+    ///
+    /// After a failure no new item is started, and the failure of the earliest item is returned.
+    /// A panic in `f` becomes [`LoadError::Panicked`]; an abandoned epoch stops early with
+    /// [`LoadError::Cancelled`]. The call returns only once every helper has finished.
+    ///
+    /// # Errors
+    /// The first failing item's error, a panic, or the cancellation.
+    pub fn map_items<T, E, F>(&self, indices: &[u64], f: F) -> Result<Vec<T>, LoadError<E>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        F: Fn(u64) -> Result<T, E> + Send + Sync + 'static,
+    {
+        let n = indices.len();
+        let helpers = self.item_concurrency.min(n).saturating_sub(1);
+        let shared = Arc::new(MapState {
+            indices: indices.to_vec(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            cancelled: Arc::clone(&self.cancelled),
+            results: Mutex::new(std::iter::repeat_with(|| None).take(n).collect()),
+            running_helpers: Mutex::new(helpers),
+            helpers_done: Condvar::new(),
+            f,
+        });
+        for _ in 0..helpers {
+            let shared = Arc::clone(&shared);
+            self.pool.execute(move || {
+                shared.work();
+                let mut running = lock(&shared.running_helpers);
+                *running -= 1;
+                if *running == 0 {
+                    shared.helpers_done.notify_all();
+                }
+            });
+        }
+        shared.work();
+        {
+            let mut running = lock(&shared.running_helpers);
+            while *running > 0 {
+                running = wait(&shared.helpers_done, running);
+            }
+        }
+        let results = std::mem::take(&mut *lock(&shared.results));
+        let mut out = Vec::with_capacity(n);
+        for r in results {
+            match r {
+                Some(Ok(v)) => out.push(v),
+                Some(Err(e)) => return Err(e),
+                // An item was never started: something failed or the epoch was abandoned.
+                None => return Err(LoadError::Cancelled),
+            }
+        }
+        Ok(out)
+    }
+}
+
+type Slot<T, E> = Option<Result<T, LoadError<E>>>;
+
+struct MapState<T, E, F> {
+    indices: Vec<u64>,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    cancelled: Arc<AtomicBool>,
+    results: Mutex<Vec<Slot<T, E>>>,
+    running_helpers: Mutex<usize>,
+    helpers_done: Condvar,
+    f: F,
+}
+
+impl<T, E, F: Fn(u64) -> Result<T, E>> MapState<T, E, F> {
+    fn work(&self) {
+        loop {
+            if self.stop.load(Ordering::Relaxed) || self.cancelled.load(Ordering::Relaxed) {
+                return;
+            }
+            let pos = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&index) = self.indices.get(pos) else {
+                return;
+            };
+            let r = match catch_unwind(AssertUnwindSafe(|| (self.f)(index))) {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(LoadError::Source(e)),
+                Err(payload) => Err(LoadError::Panicked(crate::epoch::panic_message(&*payload))),
+            };
+            if r.is_err() {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+            lock(&self.results)[pos] = Some(r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ctx(k: usize) -> BatchCtx {
+        BatchCtx {
+            cancelled: Arc::new(AtomicBool::new(false)),
+            item_concurrency: k,
+            pool: Pool::new(k, "t"),
+            batch: 0,
+        }
+    }
+
+    #[test]
+    fn results_keep_the_order_of_indices() {
+        let c = ctx(4);
+        let idx: Vec<u64> = (0..50).rev().collect();
+        let out = c
+            .map_items(&idx, |i| {
+                std::thread::sleep(Duration::from_micros(i * 37 % 300));
+                Ok::<_, ()>(i * 10)
+            })
+            .unwrap();
+        assert_eq!(out, idx.iter().map(|i| i * 10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn at_most_k_items_at_once() {
+        let c = ctx(3);
+        let now = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let (n2, p2) = (Arc::clone(&now), Arc::clone(&peak));
+        let idx: Vec<u64> = (0..40).collect();
+        c.map_items(&idx, move |_| {
+            let cur = n2.fetch_add(1, Ordering::SeqCst) + 1;
+            p2.fetch_max(cur, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(1));
+            n2.fetch_sub(1, Ordering::SeqCst);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
+        assert!(peak.load(Ordering::SeqCst) <= 3);
+        assert!(peak.load(Ordering::SeqCst) >= 1);
+    }
+
+    #[test]
+    fn the_earliest_failure_wins_and_panics_are_reported() {
+        let c = ctx(1);
+        let idx: Vec<u64> = (0..10).collect();
+        let r = c.map_items(&idx, |i| if i >= 3 { Err(i) } else { Ok(i) });
+        assert!(matches!(r, Err(LoadError::Source(3))));
+        let r = c.map_items(&idx, |i| {
+            if i == 5 {
+                panic!("item {i} broke")
+            } else {
+                Ok::<_, ()>(i)
+            }
+        });
+        match r {
+            Err(LoadError::Panicked(m)) => assert_eq!(m, "item 5 broke"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

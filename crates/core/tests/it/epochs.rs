@@ -1,0 +1,327 @@
+//! Whole epochs: order, bounds, errors, cancellation, reuse of the pool.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dlrs_core::{BatchCtx, Config, LoadError, Loader, Order, Recv, Shuffle, Source};
+use proptest::prelude::*;
+
+/// A source whose batch is the list of its indices, after a per-index delay; it fails on the
+/// indices in `fail` and records how many batches load at once.
+#[derive(Default)]
+struct Probe {
+    delays_us: HashMap<u64, u64>,
+    fail: Vec<u64>,
+    loading: AtomicUsize,
+    peak_loading: AtomicUsize,
+    per_item: bool,
+}
+
+impl Source for Probe {
+    type Batch = Vec<u64>;
+    type Error = String;
+
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Vec<u64>, LoadError<String>> {
+        let now = self.loading.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak_loading.fetch_max(now, Ordering::SeqCst);
+        let r = if self.per_item {
+            let delays = self.delays_us.clone();
+            let fail = self.fail.clone();
+            ctx.map_items(indices, move |i| {
+                std::thread::sleep(Duration::from_micros(delays.get(&i).copied().unwrap_or(0)));
+                if fail.contains(&i) {
+                    Err(format!("item {i} failed"))
+                } else {
+                    Ok(i)
+                }
+            })
+        } else {
+            let mut out = Vec::new();
+            for &i in indices {
+                std::thread::sleep(Duration::from_micros(
+                    self.delays_us.get(&i).copied().unwrap_or(0),
+                ));
+                if self.fail.contains(&i) {
+                    self.loading.fetch_sub(1, Ordering::SeqCst);
+                    return Err(LoadError::Source(format!("item {i} failed")));
+                }
+                out.push(i);
+            }
+            Ok(out)
+        };
+        self.loading.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+}
+
+fn config(
+    batch_size: usize,
+    num_workers: usize,
+    prefetch_depth: usize,
+    item_concurrency: usize,
+) -> Config {
+    Config {
+        batch_size,
+        num_workers,
+        prefetch_depth,
+        item_concurrency,
+        drop_last: false,
+    }
+}
+
+fn drain<S: Source>(epoch: &dlrs_core::Epoch<S>) -> Vec<Result<S::Batch, LoadError<S::Error>>> {
+    let mut out = Vec::new();
+    loop {
+        match epoch.recv(None) {
+            Recv::Batch(b) => out.push(b),
+            Recv::Finished => return out,
+            Recv::Pending => unreachable!("no timeout given"),
+        }
+    }
+}
+
+#[test]
+fn sequential_epochs_in_order_with_and_without_workers() {
+    for workers in [0, 1, 3] {
+        let loader = Loader::new(Probe::default(), config(4, workers, 2, 1)).unwrap();
+        for _ in 0..3 {
+            let epoch = loader.epoch(Order::Sequential { len: 10 });
+            assert_eq!(epoch.num_batches(), 3);
+            let got: Vec<Vec<u64>> = drain(&epoch).into_iter().map(Result::unwrap).collect();
+            assert_eq!(got, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
+            assert_eq!(epoch.remaining(), 0);
+        }
+    }
+}
+
+#[test]
+fn an_error_takes_its_batch_place_and_the_next_batch_follows() {
+    for (workers, per_item) in [(0, false), (2, false), (2, true), (0, true)] {
+        let probe = Probe {
+            fail: vec![5],
+            per_item,
+            ..Probe::default()
+        };
+        let loader = Loader::new(probe, config(2, workers, 1, 2)).unwrap();
+        let got = drain(&loader.epoch(Order::Sequential { len: 8 }));
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], Ok(vec![0, 1]));
+        assert_eq!(got[1], Ok(vec![2, 3]));
+        assert_eq!(got[2], Err(LoadError::Source("item 5 failed".into())));
+        assert_eq!(got[3], Ok(vec![6, 7]));
+    }
+}
+
+struct Panicky;
+impl Source for Panicky {
+    type Batch = ();
+    type Error = ();
+    fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<(), LoadError<()>> {
+        assert!(indices[0] != 2, "index two is cursed");
+        Ok(())
+    }
+}
+
+#[test]
+fn a_panic_becomes_an_error_in_place() {
+    let loader = Loader::new(Panicky, config(1, 2, 1, 1)).unwrap();
+    let got = drain(&loader.epoch(Order::Sequential { len: 4 }));
+    assert_eq!(
+        got[2],
+        Err(LoadError::Panicked("index two is cursed".into()))
+    );
+    assert_eq!(got.iter().filter(|r| r.is_ok()).count(), 3);
+}
+
+#[test]
+fn shuffled_epochs_cover_every_index_once() {
+    let loader = Loader::new(Probe::default(), config(7, 2, 2, 1)).unwrap();
+    let shuffle = Shuffle::seeded(9);
+    let mut orders = Vec::new();
+    for e in 0..3 {
+        let got: Vec<u64> = drain(&loader.epoch(shuffle.order(100, e)))
+            .into_iter()
+            .flat_map(Result::unwrap)
+            .collect();
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<_>>());
+        orders.push(got);
+    }
+    assert_ne!(orders[0], orders[1]);
+}
+
+#[test]
+fn recv_with_a_timeout_answers_pending_then_the_batch() {
+    let probe = Probe {
+        delays_us: HashMap::from([(0, 300_000)]),
+        ..Probe::default()
+    };
+    let loader = Loader::new(probe, config(1, 1, 1, 1)).unwrap();
+    let epoch = loader.epoch(Order::Sequential { len: 2 });
+    let mut pendings = 0;
+    let first = loop {
+        match epoch.recv(Some(Duration::from_millis(10))) {
+            Recv::Pending => pendings += 1,
+            Recv::Batch(b) => break b,
+            Recv::Finished => panic!("finished early"),
+        }
+    };
+    assert!(pendings >= 1);
+    assert_eq!(first, Ok(vec![0]));
+}
+
+/// Counts the batches loaded; while armed, batch 0 blocks until released (even if cancelled).
+struct Gate {
+    armed: Arc<AtomicBool>,
+    release: Arc<AtomicBool>,
+    started: Arc<AtomicUsize>,
+}
+impl Source for Gate {
+    type Batch = u64;
+    type Error = ();
+    fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<u64, LoadError<()>> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        if indices[0] == 0 && self.armed.load(Ordering::SeqCst) {
+            while !self.release.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(indices[0])
+    }
+}
+
+#[test]
+fn dropping_an_epoch_abandons_it_and_the_next_one_does_not_wait_for_it() {
+    let armed = Arc::new(AtomicBool::new(true));
+    let release = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
+    let gate = Gate {
+        armed: Arc::clone(&armed),
+        release: Arc::clone(&release),
+        started: Arc::clone(&started),
+    };
+    let loader = Loader::new(gate, config(1, 2, 1, 1)).unwrap();
+    let epoch = loader.epoch(Order::Sequential { len: 1000 });
+    // Batch 0 blocks; the other worker fills the ring (capacity 3) and waits for room.
+    while started.load(Ordering::SeqCst) < 3 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        3,
+        "never more than the ring's capacity"
+    );
+    drop(epoch);
+    // A worker is still stuck in the abandoned batch 0: the next epoch runs to the end anyway.
+    armed.store(false, Ordering::SeqCst);
+    let epoch = loader.epoch(Order::Sequential { len: 3 });
+    assert_eq!(
+        drain(&epoch)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        6,
+        "the abandoned epoch claimed nothing more"
+    );
+    release.store(true, Ordering::SeqCst);
+}
+
+#[test]
+fn many_epochs_reuse_the_pool() {
+    let loader = Loader::new(Probe::default(), config(3, 2, 2, 2)).unwrap();
+    for _ in 0..50 {
+        let epoch = loader.epoch(Order::Sequential { len: 9 });
+        assert_eq!(drain(&epoch).len(), 3);
+    }
+    // Hand-over leaves no surplus: the pool settles at its size.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(format!("{loader:?}").contains("epochs"));
+}
+
+#[test]
+fn invalid_configs_are_refused() {
+    assert!(Loader::new(Probe::default(), config(0, 0, 2, 1)).is_err());
+    assert!(Loader::new(Probe::default(), config(1, 0, 0, 1)).is_err());
+    assert!(Loader::new(Probe::default(), config(1, 0, 2, 0)).is_err());
+    assert_eq!(
+        Loader::new(Probe::default(), config(0, 0, 2, 1))
+            .unwrap_err()
+            .to_string(),
+        "batch_size must be at least 1, got 0"
+    );
+}
+
+#[test]
+fn explicit_orders_are_followed() {
+    let loader = Loader::new(Probe::default(), config(2, 2, 1, 1)).unwrap();
+    let order = Order::Explicit(Arc::new([5u64, 3, 3, 9, 1].into_iter().collect()));
+    let got: Vec<Vec<u64>> = drain(&loader.epoch(order))
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(got, vec![vec![5, 3], vec![3, 9], vec![1]]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random per-item delays: batches still come out in order, every index exactly once, and
+    /// never more than num_workers + prefetch_depth batches in progress or waiting.
+    #[test]
+    fn order_and_bounds_hold_under_random_delays(
+        len in 0u64..120,
+        batch_size in 1usize..9,
+        workers in 0usize..4,
+        depth in 1usize..4,
+        k in 1usize..4,
+        drop_last: bool,
+        per_item: bool,
+        delays in proptest::collection::vec(0u64..400, 120),
+        seed: u64,
+    ) {
+        let probe = Probe {
+            delays_us: delays.iter().enumerate().map(|(i, d)| (i as u64, *d)).collect(),
+            per_item,
+            ..Probe::default()
+        };
+        let cfg = Config { batch_size, num_workers: workers, prefetch_depth: depth, item_concurrency: k, drop_last };
+        let loader = Loader::new(probe, cfg).unwrap();
+        let order = Shuffle::seeded(seed).order(len, 0);
+        let expected: Vec<u64> = (0..len).map(|p| order.get(p)).collect();
+        let epoch = loader.epoch(order);
+        let batches: Vec<Vec<u64>> = drain(&epoch).into_iter().map(Result::unwrap).collect();
+        let flat: Vec<u64> = batches.iter().flatten().copied().collect();
+        let kept = if drop_last { (len as usize / batch_size) * batch_size } else { len as usize };
+        prop_assert_eq!(&flat[..], &expected[..kept]);
+        prop_assert!(batches.iter().all(|b| b.len() == batch_size) || !drop_last);
+        prop_assert!(epoch.peak_in_flight() <= (workers + depth) as u64);
+        prop_assert!(loader.source().peak_loading.load(Ordering::SeqCst) <= workers.max(1));
+    }
+}
+
+#[test]
+fn a_shuffled_epoch_of_ten_million_starts_at_once() {
+    // No timing assertion: the epoch holds no per-index memory at all.
+    struct Nothing;
+    impl Source for Nothing {
+        type Batch = usize;
+        type Error = ();
+        fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<usize, LoadError<()>> {
+            Ok(indices.len())
+        }
+    }
+    let loader = Loader::new(Nothing, config(64, 2, 2, 1)).unwrap();
+    let order = Shuffle::seeded(1).order(10_000_000, 0);
+    assert!(std::mem::size_of_val(&order) < 128);
+    let epoch = loader.epoch(order);
+    assert!(matches!(epoch.recv(None), Recv::Batch(Ok(64))));
+    let _ = Mutex::new(());
+}

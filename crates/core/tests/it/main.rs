@@ -1,0 +1,3 @@
+//! Integration tests of `dlrs-core`: whole epochs through the public API.
+
+mod epochs;
