@@ -15,7 +15,6 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
-
 from servers._common import (
     ALLOW_MISSING_ENV,
     METADATA_BLACKHOLE,
@@ -66,9 +65,7 @@ def _get(
             return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
 
 
-def _raw_exchange(
-    port: int, request: bytes, timeout: float = 10
-) -> tuple[bytes, BaseException | None]:
+def _raw_exchange(port: int, request: bytes, timeout: float = 10) -> tuple[bytes, BaseException | None]:
     """Sends ``request`` on a new connection and reads until EOF, a reset or the timeout.
 
     Returns what arrived and the exception that ended the read (None for a clean EOF).
@@ -129,9 +126,7 @@ def _process_gone(pid: int) -> bool:
 # --------------------------------------------------------------------------- bodies
 
 
-@pytest.mark.parametrize(
-    "n", [0, 1, 100, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17]
-)
+@pytest.mark.parametrize("n", [0, 1, 100, BLOCK_SIZE - 1, BLOCK_SIZE, BLOCK_SIZE + 1, 3 * BLOCK_SIZE + 17])
 def test_expected_body_has_length_and_shares_prefixes(n: int) -> None:
     body = expected_body(n, seed=5)
     assert len(body) == n
@@ -161,9 +156,7 @@ def test_item_body() -> None:
 
 
 @pytest.mark.parametrize("n", [0, 1, 65536, 200_001])
-def test_http_bytes_route_serves_expected_body(
-    http_server: HttpTestServer, n: int
-) -> None:
+def test_http_bytes_route_serves_expected_body(http_server: HttpTestServer, n: int) -> None:
     status, headers, body = _get(http_server.bytes_url(n, seed=9))
     assert status == 200
     assert headers["content-length"] == str(n)
@@ -172,10 +165,7 @@ def test_http_bytes_route_serves_expected_body(
 
 def test_http_item_route_and_urls(http_server: HttpTestServer) -> None:
     assert http_server.item_url(3) == f"http://127.0.0.1:{http_server.port}/item/3"
-    assert (
-        http_server.url("echo", a=1, b=None)
-        == f"http://127.0.0.1:{http_server.port}/echo?a=1"
-    )
+    assert http_server.url("echo", a=1, b=None) == f"http://127.0.0.1:{http_server.port}/echo?a=1"
     assert _get(http_server.item_url(3))[2] == b"item-3"
     assert _get(http_server.item_url(3, size=70000))[2] == expected_body(70000, 3)
     assert _get(http_server.url("/health"))[2] == b"ok"
@@ -274,9 +264,7 @@ def test_http_idle_timeout_closes_idle_connections(
         got = b""
         while not got.endswith(b"item-4"):
             got += sock.recv(65536)
-        assert (
-            sock.recv(65536) == b""
-        )  # closed by the server once idle, well before the 10 s timeout
+        assert sock.recv(65536) == b""  # closed by the server once idle, well before the 10 s timeout
     assert _wait_until(lambda: server.open_connections == 0)
 
 
@@ -301,7 +289,7 @@ def test_http_serves_64_concurrent_requests_and_counts_in_flight(
     def fetch(i: int) -> None:
         try:
             body = _get(http_server.item_url(i, delay=3), timeout=30)[2]
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             with lock:
                 errors.append(exc)
             return
@@ -370,9 +358,7 @@ def test_http_fail_first_k_per_key(http_server: HttpTestServer) -> None:
         429,
         200,
     ]
-    with pytest.raises(
-        (ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)
-    ):
+    with pytest.raises((ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)):
         _get(http_server.item_url(10, fail=1, fault="reset"))
     assert _get(http_server.item_url(10, fail=1, fault="reset"))[2] == b"item-10"
 
@@ -384,9 +370,7 @@ def test_http_scripted_plan(http_server: HttpTestServer) -> None:
     )
     got = [_get(http_server.item_url(5))[0] for _ in range(3)]
     assert got == [503, 429, 200]
-    with pytest.raises(
-        (ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)
-    ):
+    with pytest.raises((ConnectionError, http.client.RemoteDisconnected, urllib.error.URLError)):
         _get(http_server.item_url(5))
     assert _get(http_server.item_url(5))[0] == 200
     assert _get(http_server.item_url(5))[0] == 200  # steps used up: normal answers
@@ -405,9 +389,7 @@ def test_http_scripted_plan(http_server: HttpTestServer) -> None:
 
 
 def test_http_reset_before_answer(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(
-        http_server.port, b"GET /item/1?fault=reset HTTP/1.1\r\nHost: x\r\n\r\n"
-    )
+    raw, err = _raw_exchange(http_server.port, b"GET /item/1?fault=reset HTTP/1.1\r\nHost: x\r\n\r\n")
     assert raw == b""
     assert isinstance(err, ConnectionResetError)
     assert http_server.requests[0].outcome == "reset"
@@ -439,9 +421,7 @@ def test_http_truncated_body(http_server: HttpTestServer) -> None:
     )
     assert body == expected_body(1000, 2)[:500]
     with pytest.raises(http.client.IncompleteRead):
-        urllib.request.urlopen(
-            http_server.bytes_url(1000, fault="truncate", after=100), timeout=10
-        ).read()
+        urllib.request.urlopen(http_server.bytes_url(1000, fault="truncate", after=100), timeout=10).read()
 
 
 def test_http_stall_sends_headers_then_nothing(http_server: HttpTestServer) -> None:
@@ -487,21 +467,16 @@ def test_http_chunked_body(http_server: HttpTestServer) -> None:
     assert "content-length" not in headers
     data = expected_body(1000, 3)
     expected = b"".join(
-        b"%x\r\n" % len(data[i : i + 300]) + data[i : i + 300] + b"\r\n"
-        for i in range(0, 1000, 300)
+        b"%x\r\n" % len(data[i : i + 300]) + data[i : i + 300] + b"\r\n" for i in range(0, 1000, 300)
     )
     assert body == expected + b"0\r\n\r\n"
     # a client decodes it
-    assert _get(http_server.bytes_url(5_000_000, seed=3, chunked=1))[
-        2
-    ] == expected_body(5_000_000, 3)
+    assert _get(http_server.bytes_url(5_000_000, seed=3, chunked=1))[2] == expected_body(5_000_000, 3)
 
 
 def test_http_chunked_truncated(http_server: HttpTestServer) -> None:
     with pytest.raises(http.client.IncompleteRead):
-        urllib.request.urlopen(
-            http_server.bytes_url(100_000, chunked=1, fault="truncate"), timeout=10
-        ).read()
+        urllib.request.urlopen(http_server.bytes_url(100_000, chunked=1, fault="truncate"), timeout=10).read()
 
 
 def test_http_bad_parameters_are_400(http_server: HttpTestServer) -> None:
@@ -524,12 +499,8 @@ def test_http_stop_joins_thread_and_closes_connections() -> None:
     server = HttpTestServer().start()
     port = server.port
     assert len(_threads_named("dlrs-test-http")) == before + 1
-    idle = socket.create_connection(
-        ("127.0.0.1", port), timeout=10
-    )  # an idle keep-alive client
-    stalled = socket.create_connection(
-        ("127.0.0.1", port), timeout=10
-    )  # a stalled answer
+    idle = socket.create_connection(("127.0.0.1", port), timeout=10)  # an idle keep-alive client
+    stalled = socket.create_connection(("127.0.0.1", port), timeout=10)  # a stalled answer
     try:
         idle.sendall(b"GET /item/1 HTTP/1.1\r\nHost: x\r\n\r\n")
         got = b""
@@ -566,7 +537,8 @@ def test_http_context_manager_and_restart_refused() -> None:
 def test_http_server_process_serves_and_exits() -> None:
     with HttpServerProcess(delay=0.01) as server:
         pid, port = server.pid, server.port
-        assert pid is not None and pid != os.getpid()
+        assert pid is not None
+        assert pid != os.getpid()
         assert _get(server.bytes_url(70000, seed=5))[2] == expected_body(70000, 5)
         doc = json.loads(_get(server.url("/echo", x=1))[2])
         assert doc["params"] == {"delay": "0.01", "x": "1"}
@@ -578,9 +550,7 @@ def test_http_server_process_serves_and_exits() -> None:
 
 
 @requires_s3
-def test_s3_serves_signed_objects_and_refuses_unsigned(
-    s3_server: S3TestServer, s3_bucket: str
-) -> None:
+def test_s3_serves_signed_objects_and_refuses_unsigned(s3_server: S3TestServer, s3_bucket: str) -> None:
     body = expected_body(100_000, 4)
     s3_server.put_objects(s3_bucket, {"a/1.bin": body, "a/2.bin": b""})
     assert s3_server.get_object(s3_bucket, "a/1.bin") == body
@@ -631,9 +601,7 @@ def test_s3_stop_joins_threads_even_with_open_connections() -> None:
 @requires_gcs
 def test_gcs_upload_and_download(gcs_server: GcsTestServer, gcs_bucket: str) -> None:
     body = expected_body(300_000, 6)
-    gcs_server.put_objects(
-        gcs_bucket, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""}
-    )
+    gcs_server.put_objects(gcs_bucket, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
     assert gcs_server.get_object(gcs_bucket, "dir/a.bin") == body
     assert gcs_server.get_object(gcs_bucket, "dir/with space.bin") == b"x"
     assert gcs_server.get_object(gcs_bucket, "empty") == b""
@@ -657,10 +625,7 @@ def test_gcs_options(gcs_server: GcsTestServer) -> None:
     key = json.loads(opts["google_service_account_key"])
     assert key["gcs_base_url"] == f"http://127.0.0.1:{gcs_server.port}"
     assert key["disable_oauth"] is True
-    assert (
-        gcs_server.env()["GOOGLE_SERVICE_ACCOUNT_KEY"]
-        == opts["google_service_account_key"]
-    )
+    assert gcs_server.env()["GOOGLE_SERVICE_ACCOUNT_KEY"] == opts["google_service_account_key"]
     assert gcs_server.base_url_options() == {
         "google_base_url": f"http://127.0.0.1:{gcs_server.port}",
         "google_skip_signature": "true",
@@ -672,7 +637,8 @@ def test_gcs_options(gcs_server: GcsTestServer) -> None:
 def test_gcs_stop_ends_the_process() -> None:
     server = start_or_skip(GcsTestServer())
     pid, port = server.pid, server.port
-    assert pid is not None and not _process_gone(pid)
+    assert pid is not None
+    assert not _process_gone(pid)
     server.stop()
     assert _process_gone(pid)
     assert _port_closed(port)
@@ -684,13 +650,9 @@ def test_gcs_stop_ends_the_process() -> None:
 
 
 @requires_azurite
-def test_azurite_upload_and_download(
-    azurite_server: AzuriteServer, azure_container: str
-) -> None:
+def test_azurite_upload_and_download(azurite_server: AzuriteServer, azure_container: str) -> None:
     body = expected_body(300_000, 8)
-    azurite_server.put_blobs(
-        azure_container, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""}
-    )
+    azurite_server.put_blobs(azure_container, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
     assert azurite_server.get_blob(azure_container, "dir/a.bin") == body
     assert azurite_server.get_blob(azure_container, "dir/with space.bin") == b"x"
     assert azurite_server.get_blob(azure_container, "empty") == b""
@@ -701,9 +663,7 @@ def test_azurite_upload_and_download(
 
 
 @requires_azurite
-def test_azurite_rejects_a_wrong_key(
-    azurite_server: AzuriteServer, azure_container: str
-) -> None:
+def test_azurite_rejects_a_wrong_key(azurite_server: AzuriteServer, azure_container: str) -> None:
     azurite_server.put_blob(azure_container, "k", b"v")
     url = f"{azurite_server.account_url}/{azure_container}/k"
     headers = {
@@ -711,13 +671,9 @@ def test_azurite_rejects_a_wrong_key(
         "x-ms-version": "2021-08-06",
     }
     wrong = "A" * 86 + "=="
-    status, _, _ = _get(
-        url, headers={**headers, "Authorization": _sign("GET", url, headers, key=wrong)}
-    )
+    status, _, _ = _get(url, headers={**headers, "Authorization": _sign("GET", url, headers, key=wrong)})
     assert status == 403
-    status, _, body = _get(
-        url, headers={**headers, "Authorization": _sign("GET", url, headers)}
-    )
+    status, _, body = _get(url, headers={**headers, "Authorization": _sign("GET", url, headers)})
     assert (status, body) == (200, b"v")
 
 
@@ -734,17 +690,15 @@ def test_azurite_options(azurite_server: AzuriteServer) -> None:
         "azure_storage_endpoint": f"http://127.0.0.1:{azurite_server.port}/{ACCOUNT}",
         "azure_allow_http": "true",
     }
-    assert (
-        azurite_server.env()["AZURITE_BLOB_STORAGE_URL"]
-        == f"http://127.0.0.1:{azurite_server.port}"
-    )
+    assert azurite_server.env()["AZURITE_BLOB_STORAGE_URL"] == f"http://127.0.0.1:{azurite_server.port}"
 
 
 @requires_azurite
 def test_azurite_stop_ends_the_process() -> None:
     server = start_or_skip(AzuriteServer())
     pid, port = server.pid, server.port
-    assert pid is not None and not _process_gone(pid)
+    assert pid is not None
+    assert not _process_gone(pid)
     server.stop()
     assert _process_gone(pid)
     assert _port_closed(port)
@@ -795,12 +749,8 @@ def test_bucket_fixtures_isolate_the_cloud_env(
     assert os.environ["AWS_METADATA_ENDPOINT"] == METADATA_BLACKHOLE
     assert os.environ["GCE_METADATA_HOST"] == "127.0.0.1:9"
     assert "AWS_ACCESS_KEY_ID" not in os.environ
-    expected_azurite = (
-        [object_store_case.server.endpoint] if object_store_case.name == "azure" else []
-    )
-    assert [
-        v for k, v in os.environ.items() if k.startswith("AZURITE_")
-    ] == expected_azurite
+    expected_azurite = [object_store_case.server.endpoint] if object_store_case.name == "azure" else []
+    assert [v for k, v in os.environ.items() if k.startswith("AZURITE_")] == expected_azurite
 
 
 def test_start_or_skip_fails_unless_missing_services_are_allowed(
@@ -818,13 +768,11 @@ def test_start_or_skip_fails_unless_missing_services_are_allowed(
         start_or_skip(Missing())  # type: ignore[type-var]
 
 
-def test_missing_azurite_is_reported(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
-) -> None:
+def test_missing_azurite_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]) -> None:
     monkeypatch.setenv("DLRS_AZURITE_BIN", os.path.join(tmp_path, "nope"))
     monkeypatch.setenv("DLRS_AZURITE_DIR", os.fspath(tmp_path))
     monkeypatch.setenv("PATH", os.fspath(tmp_path))
-    with pytest.raises(ServiceUnavailable, match="install-test-services.sh"):
+    with pytest.raises(ServiceUnavailable, match=r"install-test-services\.sh"):
         azurite_binary()
     assert "azurite-blob not found" in (missing_service("azure") or "")
     with pytest.raises(ValueError, match="unknown service"):

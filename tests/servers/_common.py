@@ -89,9 +89,7 @@ def unique_name(prefix: str = "dlrs") -> str:
     return f"{prefix}-{next(_names)}-{uuid.uuid4().hex[:8]}"
 
 
-def wait_for_http(
-    url: str, timeout: float, process: subprocess.Popen[bytes] | None = None
-) -> None:
+def wait_for_http(url: str, timeout: float, process: subprocess.Popen[bytes] | None = None) -> None:
     """Polls ``url`` until any HTTP answer comes (an error status counts as up).
 
     Raises RuntimeError if ``process`` exits first or nothing answers within ``timeout`` seconds.
@@ -99,9 +97,7 @@ def wait_for_http(
     deadline = time.monotonic() + timeout
     while True:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(
-                f"process exited with status {process.returncode} before serving {url}"
-            )
+            raise RuntimeError(f"process exited with status {process.returncode} before serving {url}")
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
                 resp.read()
@@ -159,7 +155,4 @@ class ManagedProcess:
                 self.process.kill()
                 self.process.wait(timeout=timeout)
         self._log.close()
-        try:
-            self.log_path.unlink()
-        except OSError:
-            pass
+        self.log_path.unlink(missing_ok=True)

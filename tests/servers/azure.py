@@ -80,9 +80,7 @@ def _sign(
     length = h.get("content-length", "")
     if length == "0":
         length = ""
-    canonical_headers = "".join(
-        f"{k}:{h[k].strip()}\n" for k in sorted(h) if k.startswith("x-ms-")
-    )
+    canonical_headers = "".join(f"{k}:{h[k].strip()}\n" for k in sorted(h) if k.startswith("x-ms-"))
     resource = f"/{account}{parts.path}"
     query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
     for name in sorted(query, key=str.lower):
@@ -108,9 +106,7 @@ def _sign(
         + canonical_headers
         + resource
     )
-    digest = hmac.new(
-        base64.b64decode(key), string_to_sign.encode("utf-8"), hashlib.sha256
-    ).digest()
+    digest = hmac.new(base64.b64decode(key), string_to_sign.encode("utf-8"), hashlib.sha256).digest()
     return f"SharedKey {account}:{base64.b64encode(digest).decode()}"
 
 
@@ -136,9 +132,7 @@ class AzuriteServer:
             raise ServiceUnavailable("node is not installed (Azurite needs it)")
         self._workdir = tempfile.TemporaryDirectory(prefix="dlrs-azurite-")
         last_error: Exception | None = None
-        for _ in range(
-            3
-        ):  # the free port can be taken between free_port() and the bind
+        for _ in range(3):  # the free port can be taken between free_port() and the bind
             port = free_port()
             proc = ManagedProcess(
                 [
@@ -263,9 +257,7 @@ class AzuriteServer:
             "Content-Length": str(len(body)),
         }
         h.update(headers or {})
-        if method in ("PUT", "POST") and not any(
-            k.lower() == "content-type" for k in h
-        ):
+        if method in ("PUT", "POST") and not any(k.lower() == "content-type" for k in h):
             # urllib would add a form Content-Type, which then would not match the signature
             h["Content-Type"] = "application/octet-stream"
         h["Authorization"] = _sign(method, url, h)

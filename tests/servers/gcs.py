@@ -58,9 +58,7 @@ class GcsTestServer:
             raise RuntimeError("server already started")
         binary = fake_gcs_binary()
         last_error: Exception | None = None
-        for _ in range(
-            3
-        ):  # the free port can be taken between free_port() and the bind
+        for _ in range(3):  # the free port can be taken between free_port() and the bind
             port = free_port()
             url = f"http://{self.host}:{port}"
             proc = ManagedProcess(

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import itertools
 import json
@@ -51,7 +52,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Self
@@ -84,9 +85,7 @@ def _random_pool() -> bytes:
     if _pool is None:
         with _pool_lock:
             if _pool is None:
-                _pool = random.Random("dlrs-test-body-pool").randbytes(
-                    _POOL_SIZE + BLOCK_SIZE
-                )
+                _pool = random.Random("dlrs-test-body-pool").randbytes(_POOL_SIZE + BLOCK_SIZE)
     return _pool
 
 
@@ -176,6 +175,9 @@ class _Body:
             remaining -= len(piece)
             yield piece
 
+    def whole(self) -> bytes:
+        return b"".join(self.blocks())
+
     @classmethod
     def of_bytes(cls, data: bytes) -> _Body:
         return cls(len(data), lambda start: iter([data[start:]]))
@@ -185,9 +187,7 @@ class _Body:
         return cls(n, lambda start: _body_blocks(n, seed, start))
 
 
-def _int_param(
-    params: Mapping[str, str], name: str, default: int | None = None
-) -> int | None:
+def _int_param(params: Mapping[str, str], name: str, default: int | None = None) -> int | None:
     value = params.get(name)
     if value is None or value == "":
         return default
@@ -276,8 +276,8 @@ class HttpTestServer(_Urls):
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
-        self._conn_tasks: set[asyncio.Task[None]] = set()
-        self._writers: set[asyncio.StreamWriter] = set()
+        self._connections: set[_Connection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # ----------------------------------------------------------------- life cycle
 
@@ -286,9 +286,7 @@ class HttpTestServer(_Urls):
         if self._thread is not None:
             raise RuntimeError("server already started")
         ready: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._thread = threading.Thread(
-            target=self._run, args=(ready,), name="dlrs-test-http", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="dlrs-test-http", daemon=True)
         self._thread.start()
         try:
             self.port = ready.result(timeout=10)
@@ -304,10 +302,8 @@ class HttpTestServer(_Urls):
         if thread is None:
             return
         if loop is not None and stop_event is not None and thread.is_alive():
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
                 loop.call_soon_threadsafe(stop_event.set)
-            except RuntimeError:  # loop already closed
-                pass
         thread.join(timeout=15)
         if thread.is_alive():
             raise RuntimeError("HTTP test server thread did not stop within 15 s")
@@ -337,9 +333,7 @@ class HttpTestServer(_Urls):
         with self._lock:
             self._scripts.setdefault(path, deque()).extend(normalized)
 
-    def fail_first(
-        self, path: str, k: int, step: str | Mapping[str, Any] = "status=503"
-    ) -> None:
+    def fail_first(self, path: str, k: int, step: str | Mapping[str, Any] = "status=503") -> None:
         """The next ``k`` requests to ``path`` get ``step`` (by default a 503); later ones succeed."""
         self.script(path, [step] * k)
 
@@ -412,7 +406,7 @@ class HttpTestServer(_Urls):
         try:
             loop.run_until_complete(self._main(ready))
             loop.run_until_complete(loop.shutdown_asyncgens())
-        except BaseException as exc:  # noqa: BLE001 - reported through `ready` or `errors`
+        except BaseException as exc:  # reported through `ready` or `errors`
             if not ready.done():
                 ready.set_exception(exc)
             else:
@@ -423,14 +417,14 @@ class HttpTestServer(_Urls):
             self._loop = None
 
     async def _main(self, ready: concurrent.futures.Future[int]) -> None:
+        loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        server = await asyncio.start_server(
-            self._serve_connection,
+        server = await loop.create_server(
+            lambda: _Connection(self),
             host=self.host,
             port=0,
             family=socket.AF_INET,
             backlog=1024,
-            limit=_MAX_HEAD,
         )
         port = server.sockets[0].getsockname()[1]
         ready.set_result(port)
@@ -438,85 +432,23 @@ class HttpTestServer(_Urls):
             await self._stop_event.wait()
         finally:
             server.close()
-            for writer in list(self._writers):
-                writer.transport.abort()
-            tasks = list(self._conn_tasks)
+            for conn in list(self._connections):
+                conn.abort()
+            tasks = list(self._tasks)
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await server.wait_closed()
 
-    async def _serve_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conn_tasks.add(task)
-        self._writers.add(writer)
-        with self._lock:
-            conn_id = next(self._connection_ids)
-            self._connection_count += 1
-            self._open_connections += 1
-            self._max_open_connections = max(
-                self._max_open_connections, self._open_connections
-            )
-        aborted = False
-        try:
-            while True:
-                try:
-                    if self.idle_timeout is None:
-                        head = await reader.readuntil(b"\r\n\r\n")
-                    else:
-                        async with asyncio.timeout(self.idle_timeout):
-                            head = await reader.readuntil(b"\r\n\r\n")
-                except (
-                    asyncio.IncompleteReadError,
-                    asyncio.LimitOverrunError,
-                    TimeoutError,
-                    ConnectionError,
-                ):
-                    break
-                keep_alive, aborted = await self._serve_request(
-                    conn_id, head, reader, writer
-                )
-                if not keep_alive or aborted:
-                    break
-        except asyncio.CancelledError:
-            aborted = True
-            writer.transport.abort()
-        except ConnectionError:
-            pass
-        except Exception as exc:  # noqa: BLE001 - kept for the tests to see
-            with self._lock:
-                self._errors.append(exc)
-        finally:
-            with self._lock:
-                self._open_connections -= 1
-            if not aborted:
-                writer.close()
-                try:
-                    await writer.wait_closed()
-                except (ConnectionError, asyncio.CancelledError):
-                    pass
-            self._writers.discard(writer)
-            self._conn_tasks.discard(task)
+    # ----------------------------------------------------------------- requests
 
-    async def _serve_request(
-        self,
-        conn_id: int,
-        head: bytes,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> tuple[bool, bool]:
-        """Answers one request; returns (keep the connection, connection was aborted)."""
-        now = time.monotonic()
+    def _begin(self, conn: _Connection, head: bytes) -> None:
+        """Handles a request head read by ``conn`` (which is busy until :meth:`_finish`)."""
         lines = head[:-4].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            writer.write(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )
-            return False, False
+            conn.write_close(_simple_response(400, "bad request line", False))
+            return
         method, target, version = parts
         headers: dict[str, str] = {}
         for line in lines[1:]:
@@ -527,13 +459,8 @@ class HttpTestServer(_Urls):
         raw_path = raw_path.partition("#")[0]
         path = unquote(raw_path) if "%" in raw_path else raw_path
         query = _parse_query(raw_query.partition("#")[0])
-
         conn_header = headers.get("connection", "").lower()
-        keep_alive = (
-            conn_header != "close"
-            if version == "HTTP/1.1"
-            else conn_header == "keep-alive"
-        )
+        keep_alive = conn_header != "close" if version == "HTTP/1.1" else conn_header == "keep-alive"
 
         with self._lock:
             params = dict(self._defaults)
@@ -548,64 +475,52 @@ class HttpTestServer(_Urls):
                 target=target,
                 query=query,
                 headers=headers,
-                time=now,
-                connection=conn_id,
+                time=time.monotonic(),
+                connection=conn.id,
                 params=params,
             )
             self._records.append(record)
             self._in_flight += 1
-            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            if self._in_flight > self._max_in_flight:
+                self._max_in_flight = self._in_flight
+        req = _Request(conn, record, keep_alive)
+        conn.current = req
         try:
-            if "content-length" in headers:
-                try:
-                    await reader.readexactly(int(headers["content-length"]))
-                except ValueError:
-                    record.outcome = "status:400"
-                    await self._send_simple(
-                        writer, 400, "bad Content-Length", close=True
-                    )
-                    return False, False
-            elif headers.get("transfer-encoding"):
-                record.outcome = "status:501"
-                await self._send_simple(
-                    writer, 501, "request bodies must have a Content-Length", close=True
-                )
-                return False, False
-            try:
-                return await self._answer(
-                    record, params, method, keep_alive, reader, writer
-                )
-            except _BadRequest as exc:
-                record.outcome = "status:400"
-                await self._send_simple(writer, 400, str(exc), close=not keep_alive)
-                return keep_alive, False
-        except ConnectionError:
-            if record.outcome not in _FAULTS:
-                record.outcome = "client-gone"
-            return False, False
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-
-    async def _answer(
-        self,
-        record: RequestRecord,
-        params: dict[str, str],
-        method: str,
-        keep_alive: bool,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> tuple[bool, bool]:
-        delay = _float_param(params, "delay", 0.0)
+            delay = _float_param(params, "delay", 0.0)
+        except _BadRequest as exc:
+            self._answer_bad_request(req, exc)
+            return
         if delay > 0:
-            await asyncio.sleep(delay)
+            assert self._loop is not None
+            req.timer = self._loop.call_later(delay, self._answer, req)
+        else:
+            self._answer(req)
 
+    def _answer(self, req: _Request) -> None:
+        req.timer = None
+        if req.done:
+            return
+        try:
+            self._answer_or_raise(req)
+        except _BadRequest as exc:
+            self._answer_bad_request(req, exc)
+        except Exception as exc:  # kept for the tests to see
+            with self._lock:
+                self._errors.append(exc)
+            req.conn.abort()
+            self._finish(req, keep_alive=False)
+
+    def _answer_bad_request(self, req: _Request, exc: _BadRequest) -> None:
+        req.record.outcome = "status:400"
+        req.conn.write(_simple_response(400, str(exc), req.keep_alive))
+        self._finish(req, req.keep_alive)
+
+    def _answer_or_raise(self, req: _Request) -> None:
+        record, params = req.record, req.record.params
         status = _int_param(params, "status")
         fault = params.get("fault") or None
         if fault is not None and fault not in _FAULTS:
-            raise _BadRequest(
-                f"fault must be one of {', '.join(_FAULTS)}, got {fault!r}"
-            )
+            raise _BadRequest(f"fault must be one of {', '.join(_FAULTS)}, got {fault!r}")
         fail = _int_param(params, "fail")
         if fail is not None:
             key = params.get("key") or record.path
@@ -621,13 +536,14 @@ class HttpTestServer(_Urls):
         route_status, body = self._route(record)
         if status is None:
             status = route_status
-        if _truthy(params.get("close")):
-            keep_alive = False
+        keep_alive = req.keep_alive and not _truthy(params.get("close"))
+        head_only = record.method == "HEAD"
 
         if fault == "reset" and params.get("after") is None:
             record.outcome = "reset"
-            self._reset(writer)
-            return False, True
+            req.conn.reset()
+            self._finish(req, keep_alive=False)
+            return
 
         if status != 200:
             record.outcome = f"status:{status}"
@@ -636,73 +552,133 @@ class HttpTestServer(_Urls):
             extra = {}
             if params.get("retry_after"):
                 extra["Retry-After"] = params["retry_after"]
-            if route_status == status and status != 200:
-                text = body
-            else:
-                text = _Body.of_bytes(f"status {status}\n".encode())
-            await self._respond(
-                writer,
-                status,
-                text.length,
-                None if method == "HEAD" else text.blocks(),
-                keep_alive=keep_alive,
-                extra=extra,
-            )
-            return keep_alive, False
+            text = body if route_status == status else None
+            data = text.whole() if text is not None else f"status {status}\n".encode()
+            head = _head(status, len(data), False, keep_alive, extra, "text/plain")
+            req.conn.write(head if head_only else head + data)
+            self._finish(req, keep_alive)
+            return
 
         chunked = _truthy(params.get("chunked"))
-        content_type = (
-            "application/json" if record.path == "/echo" else "application/octet-stream"
-        )
-        chunk = _int_param(params, "chunk", 16384) or 16384
+        chunk = _int_param(params, "chunk", 16384)
+        assert chunk is not None
         if chunk < 1:
             raise _BadRequest(f"chunk must be >= 1, got {chunk}")
+        content_type = "application/json" if record.path == "/echo" else "application/octet-stream"
         if fault is None:
-            record.outcome = (
-                "ok"  # decided now; becomes "client-gone" if the client leaves
-            )
-            await self._respond(
-                writer,
-                200,
-                body.length,
-                None if method == "HEAD" else body.blocks(),
-                chunked=chunked,
-                keep_alive=keep_alive,
-                content_type=content_type,
-                chunk=chunk,
-            )
-            return keep_alive, False
+            record.outcome = "ok"  # decided now; becomes "client-gone" if the client leaves
+            head = _head(200, body.length, chunked, keep_alive, {}, content_type)
+            if head_only:
+                req.conn.write(head)
+                self._finish(req, keep_alive)
+            elif not chunked and body.length <= _INLINE_BODY:
+                req.conn.write(head + body.whole())
+                self._finish(req, keep_alive)
+            else:
+                self._spawn(req, self._stream(req, head, body, chunked, chunk, keep_alive))
+            return
 
         default_after = body.length // 2 if fault == "truncate" else 0
         after = _int_param(params, "after", default_after)
         assert after is not None
+        stall = _float_param(params, "stall", 3600.0)
         record.outcome = fault
-        await self._respond(
-            writer,
-            200,
-            body.length,
-            None if method == "HEAD" else body.blocks(0, after),
-            chunked=chunked,
-            keep_alive=False,
-            content_type=content_type,
-            chunk=chunk,
-            terminate=False,
-        )
-        if fault == "reset":
-            await self._flush(writer)
-            self._reset(writer)
-            return False, True
-        if fault == "stall":
-            await self._flush(writer)
-            stall = _float_param(params, "stall", 3600.0)
-            try:
-                # Ends early when the client closes the connection (EOF) or sends anything.
-                async with asyncio.timeout(stall):
-                    await reader.read(1)
-            except (TimeoutError, ConnectionError):
-                pass
-        # truncate, or the stall is over: close without finishing the body.
-        return False, False
+        head = _head(200, body.length, chunked, False, {}, content_type)
+        self._spawn(req, self._fault(req, fault, head, body, chunked, chunk, after, stall, head_only))
+
+    def _spawn(self, req: _Request, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro)
+        req.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _stream(
+        self,
+        req: _Request,
+        head: bytes,
+        body: _Body,
+        chunked: bool,
+        chunk: int,
+        keep_alive: bool,
+    ) -> None:
+        try:
+            await req.conn.write_blocks(head, body.blocks(), chunked, chunk, terminate=True)
+        except ConnectionError:
+            req.record.outcome = "client-gone"
+            self._finish(req, keep_alive=False)
+            return
+        self._finish(req, keep_alive)
+
+    async def _fault(
+        self,
+        req: _Request,
+        fault: str,
+        head: bytes,
+        body: _Body,
+        chunked: bool,
+        chunk: int,
+        after: int,
+        stall: float,
+        head_only: bool,
+    ) -> None:
+        conn = req.conn
+        try:
+            blocks = iter(()) if head_only else body.blocks(0, after)
+            await conn.write_blocks(head, blocks, chunked, chunk, terminate=False)
+            if fault == "reset":
+                await conn.flush()
+                conn.reset()
+            elif fault == "stall":
+                await conn.flush()
+                try:
+                    # ends early when the client sends anything, closes, or leaves
+                    async with asyncio.timeout(stall):
+                        await conn.client_activity()
+                except TimeoutError:
+                    pass
+        except ConnectionError:
+            pass
+        self._finish(req, keep_alive=False)
+
+    def _finish(self, req: _Request, keep_alive: bool) -> None:
+        """Ends ``req`` (once): counts it out, then closes the connection or reads the next request."""
+        if req.done:
+            return
+        req.done = True
+        if req.timer is not None:
+            req.timer.cancel()
+            req.timer = None
+        with self._lock:
+            self._in_flight -= 1
+        conn = req.conn
+        conn.current = None
+        if keep_alive and not conn.closed:
+            conn.next_request()
+        else:
+            conn.close()
+
+    def _client_gone(self, req: _Request) -> None:
+        """``req``'s connection was lost before its answer was finished."""
+        if req.done:
+            return
+        if req.record.outcome in ("pending", "ok") or req.record.outcome.startswith("status:"):
+            req.record.outcome = "client-gone"
+        if req.task is not None and not req.task.done():
+            req.task.cancel()
+        self._finish(req, keep_alive=False)
+
+    def _connection_opened(self) -> int:
+        with self._lock:
+            self._connection_count += 1
+            self._open_connections += 1
+            if self._open_connections > self._max_open_connections:
+                self._max_open_connections = self._open_connections
+            return next(self._connection_ids)
+
+    def _connection_closed(self) -> None:
+        with self._lock:
+            self._open_connections -= 1
 
     def _route(self, record: RequestRecord) -> tuple[int, _Body]:
         path = record.path
@@ -743,88 +719,263 @@ class HttpTestServer(_Urls):
             return code, _Body.of_bytes(f"status {code}\n".encode())
         return 404, _Body.of_bytes(b"not found\n")
 
-    @staticmethod
-    async def _respond(
-        writer: asyncio.StreamWriter,
-        status: int,
-        length: int,
-        blocks: Iterator[bytes] | None,
-        *,
-        chunked: bool = False,
-        keep_alive: bool = True,
-        extra: Mapping[str, str] | None = None,
-        content_type: str = "text/plain",
-        chunk: int = 16384,
-        terminate: bool = True,
-    ) -> None:
-        """Writes the head and the body ``blocks`` (None: head only); the head goes out in the
-        same write as the first block."""
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Unknown"
-        lines = [
-            f"HTTP/1.1 {status} {reason}",
-            "Server: dlrs-test",
-            f"Content-Type: {content_type}",
-        ]
-        if chunked:
-            lines.append("Transfer-Encoding: chunked")
-        else:
-            lines.append(f"Content-Length: {length}")
-        lines.append("Connection: keep-alive" if keep_alive else "Connection: close")
-        lines.extend(f"{k}: {v}" for k, v in (extra or {}).items())
-        pending = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        if blocks is not None:
-            for block in blocks:
-                if chunked:
-                    data = b"".join(
-                        b"%x\r\n" % len(block[off : off + chunk])
-                        + block[off : off + chunk]
-                        + b"\r\n"
-                        for off in range(0, len(block), chunk)
-                    )
-                else:
-                    data = block
-                writer.write(pending + data if pending else data)
-                pending = b""
-                await writer.drain()
-            if chunked and terminate:
-                pending += b"0\r\n\r\n"
-        if pending:
-            writer.write(pending)
-        await writer.drain()
 
-    @staticmethod
-    async def _flush(writer: asyncio.StreamWriter) -> None:
-        """Waits until asyncio handed everything written to the kernel."""
-        transport = writer.transport
+_INLINE_BODY = 4 * 1024 * 1024
+
+
+def _head(
+    status: int,
+    length: int,
+    chunked: bool,
+    keep_alive: bool,
+    extra: Mapping[str, str],
+    content_type: str,
+) -> bytes:
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = "Unknown"
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {length}"
+    connection = "keep-alive" if keep_alive else "close"
+    text = (
+        f"HTTP/1.1 {status} {reason}\r\nServer: dlrs-test\r\n"
+        f"Content-Type: {content_type}\r\n{framing}\r\nConnection: {connection}\r\n"
+    )
+    for k, v in extra.items():
+        text += f"{k}: {v}\r\n"
+    return (text + "\r\n").encode("latin-1")
+
+
+def _simple_response(status: int, text: str, keep_alive: bool) -> bytes:
+    body = (text + "\n").encode()
+    return _head(status, len(body), False, keep_alive, {}, "text/plain") + body
+
+
+def _chunk_encode(block: bytes, chunk: int) -> bytes:
+    return b"".join(
+        b"%x\r\n" % len(block[off : off + chunk]) + block[off : off + chunk] + b"\r\n"
+        for off in range(0, len(block), chunk)
+    )
+
+
+class _Request:
+    """A request being answered on a connection."""
+
+    __slots__ = ("conn", "done", "keep_alive", "record", "task", "timer")
+
+    def __init__(self, conn: _Connection, record: RequestRecord, keep_alive: bool) -> None:
+        self.conn = conn
+        self.record = record
+        self.keep_alive = keep_alive
+        self.done = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.task: asyncio.Task[None] | None = None
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses request heads and hands them to the server one at a time
+    (requests pipelined behind wait in the buffer)."""
+
+    def __init__(self, server: HttpTestServer) -> None:
+        self.server = server
+        self.id = -1
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.current: _Request | None = None
+        self.closed = False
+        self.eof = False
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._activity: asyncio.Future[None] | None = None
+        self._idle: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.id = self.server._connection_opened()
+        self.server._connections.add(self)
+        self._arm_idle()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server._connections.discard(self)
+        self.server._connection_closed()
+        self._cancel_idle()
+        self._wake_drain(ConnectionResetError("connection lost"))
+        self._wake_activity()
+        if self.current is not None:
+            self.server._client_gone(self.current)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        self._wake_activity()
+        if self.current is None:
+            self._process()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake_activity()
+        # keep the transport open while an answer is being written; closed after it
+        return self.current is not None
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_drain(None)
+
+    # -- reading
+
+    def _process(self) -> None:
+        if self.closed or self.current is not None:
+            return
+        end = self.buffer.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self.buffer) > _MAX_HEAD:
+                self.write_close(_simple_response(431, "request head too large", False))
+            elif self.eof:
+                self.close()
+            return
+        head = bytes(self.buffer[: end + 4])
+        need = 0
+        lower = head.lower()
+        if b"\r\ncontent-length:" in lower:
+            value = lower.split(b"\r\ncontent-length:", 1)[1].split(b"\r\n", 1)[0]
+            try:
+                need = int(value.strip())
+            except ValueError:
+                self.write_close(_simple_response(400, "bad Content-Length", False))
+                return
+        elif b"\r\ntransfer-encoding:" in lower:
+            self.write_close(_simple_response(501, "request bodies must have a Content-Length", False))
+            return
+        if len(self.buffer) < end + 4 + need:
+            return  # the body is not all here yet
+        del self.buffer[: end + 4 + need]
+        self._cancel_idle()
+        self.server._begin(self, head)
+
+    def next_request(self) -> None:
+        """The current answer is done: wait for (or handle) the next request."""
+        self._arm_idle()
+        if self.buffer or self.eof:
+            asyncio.get_running_loop().call_soon(self._process)
+
+    # -- writing
+
+    def write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+    def write_close(self, data: bytes) -> None:
+        self.write(data)
+        self.close()
+
+    async def write_blocks(
+        self,
+        head: bytes,
+        blocks: Iterator[bytes],
+        chunked: bool,
+        chunk: int,
+        terminate: bool,
+    ) -> None:
+        pending = head
+        for block in blocks:
+            data = _chunk_encode(block, chunk) if chunked else block
+            self._checked_write(pending + data if pending else data)
+            pending = b""
+            await self.drain()
+        if chunked and terminate:
+            pending += b"0\r\n\r\n"
+        if pending:
+            self._checked_write(pending)
+        await self.drain()
+
+    def _checked_write(self, data: bytes) -> None:
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("connection closed")
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        if self.closed:
+            raise ConnectionResetError("connection closed")
+        if self._paused:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    async def flush(self) -> None:
+        """Waits until the transport handed everything to the kernel, then a moment more for
+        the loopback to carry it (before a reset would discard it)."""
+        transport = self.transport
+        assert transport is not None
         for _ in range(200):
-            if transport.is_closing() or transport.get_write_buffer_size() == 0:
+            if self.closed or transport.get_write_buffer_size() == 0:
                 break
             await asyncio.sleep(0.005)
-        # Give the loopback a moment to carry the bytes before a reset discards them.
         await asyncio.sleep(0.02)
 
-    async def _send_simple(
-        self, writer: asyncio.StreamWriter, status: int, text: str, close: bool
-    ) -> None:
-        body = (text + "\n").encode()
-        await self._respond(
-            writer, status, len(body), iter([body]), keep_alive=not close
-        )
+    async def client_activity(self) -> None:
+        """Returns when the client sends data, half-closes or the connection is lost."""
+        if self.closed or self.eof:
+            return
+        self._activity = asyncio.get_running_loop().create_future()
+        await self._activity
 
-    @staticmethod
-    def _reset(writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-            except OSError:
-                pass
-        writer.transport.abort()
+    def _wake_drain(self, exc: BaseException | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if exc is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(exc)
+
+    def _wake_activity(self) -> None:
+        if self._activity is not None and not self._activity.done():
+            self._activity.set_result(None)
+        self._activity = None
+
+    # -- closing
+
+    def close(self) -> None:
+        """Closes after what was written is sent (FIN)."""
+        self._cancel_idle()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        self._cancel_idle()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def reset(self) -> None:
+        """Aborts with a TCP RST (SO_LINGER 0)."""
+        if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.abort()
+
+    def _arm_idle(self) -> None:
+        timeout = self.server.idle_timeout
+        if timeout is not None and not self.closed:
+            self._cancel_idle()
+            self._idle = asyncio.get_running_loop().call_later(timeout, self._idle_close)
+
+    def _cancel_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _idle_close(self) -> None:
+        self._idle = None
+        if self.current is None:
+            self.close()
 
 
 def _parse_query(raw: str) -> dict[str, str]:
@@ -881,9 +1032,7 @@ class HttpServerProcess(_Urls):
         tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = tests_dir + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.Popen(
-            argv, cwd=tests_dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-        )
+        proc = subprocess.Popen(argv, cwd=tests_dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 30)
         line = proc.stdout.readline().decode() if ready else ""
@@ -900,7 +1049,8 @@ class HttpServerProcess(_Urls):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdin is not None
+        assert proc.stdout is not None
         proc.stdin.close()
         try:
             proc.wait(timeout=15)

@@ -6,6 +6,7 @@ and :meth:`S3TestServer.env` carry them.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Mapping
@@ -88,10 +89,8 @@ class S3TestServer:
         with self._conns_lock:
             conns = list(self._conns)
         for conn in conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         wsgi_server.server_close()  # closes the listening socket and joins the handler threads
 
     def __enter__(self) -> Self:
@@ -153,9 +152,7 @@ class S3TestServer:
                 aws_access_key_id=self.access_key_id,
                 aws_secret_access_key=self.secret_access_key,
                 region_name=self.region,
-                config=Config(
-                    retries={"max_attempts": 1}, s3={"addressing_style": "path"}
-                ),
+                config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
             )
         return self._client
 
