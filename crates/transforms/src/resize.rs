@@ -299,20 +299,34 @@ fn horizontal(
     rows: std::ops::Range<usize>,
     cx: &Coeffs,
 ) -> Vec<u8> {
+    match c {
+        1 => horizontal_c::<1>(src, w, rows, cx),
+        2 => horizontal_c::<2>(src, w, rows, cx),
+        3 => horizontal_c::<3>(src, w, rows, cx),
+        _ => horizontal_c::<4>(src, w, rows, cx),
+    }
+}
+
+fn horizontal_c<const C: usize>(
+    src: &[u8],
+    w: usize,
+    rows: std::ops::Range<usize>,
+    cx: &Coeffs,
+) -> Vec<u8> {
     let ow = cx.bounds.len();
-    let mut out = Vec::with_capacity(rows.len() * ow * c);
+    let mut out = Vec::with_capacity(rows.len() * ow * C);
     for y in rows {
-        let row = &src[y * w * c..][..w * c];
+        let row = &src[y * w * C..][..w * C];
         for (xx, &(xmin, n)) in cx.bounds.iter().enumerate() {
             let k = &cx.weights[xx * cx.ksize..][..n];
-            let window = &row[xmin * c..][..n * c];
-            let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
-            for (px, &kw) in window.chunks_exact(c).zip(k) {
-                for ch in 0..c {
+            let window = &row[xmin * C..][..n * C];
+            let mut acc = [1i32 << (PRECISION_BITS - 1); C];
+            for (px, &kw) in window.chunks_exact(C).zip(k) {
+                for ch in 0..C {
                     acc[ch] += i32::from(px[ch]) * kw;
                 }
             }
-            out.extend(acc[..c].iter().map(|&a| clip8(a)));
+            out.extend(acc.iter().map(|&a| clip8(a)));
         }
     }
     out
