@@ -20,7 +20,7 @@ fn tile_png() -> Vec<u8> {
             seed ^= seed << 13;
             seed ^= seed >> 17;
             seed ^= seed << 5;
-            let noise = (seed % 24) as u32;
+            let noise = seed % 24;
             rgb.push(((x + noise) % 256) as u8);
             rgb.push(((y * 2 + noise) % 256) as u8);
             rgb.push((((x + y) / 2 + noise) % 256) as u8);
