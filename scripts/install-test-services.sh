@@ -12,7 +12,8 @@ set -euo pipefail
 
 PYTHON=${PYTHON:-python3}
 AZURITE_DIR=${DLRS_AZURITE_DIR:-/opt/dlrs/azurite}
-AZURITE_VERSION=3.37.0
+# 3.35.0: the last release whose engines accept Node 20 (Debian's nodejs); 3.36+ want Node >= 21.
+AZURITE_VERSION=3.35.0
 
 # name-to-import check | pip requirement
 pip_wanted=(
@@ -40,7 +41,9 @@ if ((${#missing[@]})); then
   "$PYTHON" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${missing[@]}"
 fi
 
-if [[ ! -x "$AZURITE_DIR/node_modules/.bin/azurite-blob" ]]; then
+installed_azurite=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+  "$AZURITE_DIR/node_modules/azurite/package.json" 2>/dev/null | head -n1 || true)
+if [[ ! -x "$AZURITE_DIR/node_modules/.bin/azurite-blob" || "$installed_azurite" != "$AZURITE_VERSION" ]]; then
   if ! command -v npm >/dev/null 2>&1; then
     echo "install-test-services: npm is missing (apt-get install -y nodejs npm)" >&2
     exit 1

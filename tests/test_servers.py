@@ -201,6 +201,42 @@ def test_http_head(http_server: HttpTestServer) -> None:
         conn.close()
 
 
+@pytest.mark.parametrize(
+    ("header", "status", "content_range", "start", "stop"),
+    [
+        ("bytes=0-9", 206, "bytes 0-9/1000", 0, 10),
+        ("bytes=990-", 206, "bytes 990-999/1000", 990, 1000),
+        ("bytes=-5", 206, "bytes 995-999/1000", 995, 1000),
+        ("bytes=995-2000", 206, "bytes 995-999/1000", 995, 1000),
+        ("bytes=0-", 206, "bytes 0-999/1000", 0, 1000),
+        ("bytes=1000-", 416, "bytes */1000", 0, 0),
+        ("bytes=0-1,5-6", 200, None, 0, 1000),  # several ranges: ignored, whole body
+        ("items=0-1", 200, None, 0, 1000),
+    ],
+)
+def test_http_range_requests(
+    http_server: HttpTestServer, header: str, status: int, content_range: str | None, start: int, stop: int
+) -> None:
+    got_status, headers, body = _get(http_server.bytes_url(1000, seed=2), headers={"Range": header})
+    assert got_status == status
+    assert headers.get("content-range") == content_range
+    if status != 416:
+        assert headers["content-length"] == str(stop - start)
+        assert body == expected_body(1000, 2)[start:stop]
+
+
+def test_http_range_of_a_large_body_with_a_fault(http_server: HttpTestServer) -> None:
+    n = 3 * BLOCK_SIZE
+    status, headers, body = _get(http_server.bytes_url(n, seed=1), headers={"Range": "bytes=70000-200000"})
+    assert (status, headers["content-range"]) == (206, f"bytes 70000-{n - 1}/{n}")
+    assert body == expected_body(n, 1)[70000:]
+    url = http_server.bytes_url(n, seed=1, fault="truncate")
+    with pytest.raises(http.client.IncompleteRead):
+        urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Range": "bytes=10-109"}), timeout=10
+        ).read()
+
+
 def test_http_echo_returns_request_headers(http_server: HttpTestServer) -> None:
     status, headers, body = _get(
         http_server.url("/echo", q="x y"),

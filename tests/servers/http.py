@@ -32,6 +32,9 @@ uses the same names and is merged over the query):
 * ``chunked=1``            send the body with ``Transfer-Encoding: chunked`` (no Content-Length),
                            in chunks of ``chunk=<bytes>`` (default 16384)
 * ``close=1``              answer with ``Connection: close`` and close the connection
+
+A ``Range: bytes=a-b`` (or ``a-``, ``-n``) request header gets a 206 with ``Content-Range`` (416
+when it starts past the end); several ranges or another unit are ignored (200, whole body).
 """
 
 from __future__ import annotations
@@ -174,6 +177,10 @@ class _Body:
             piece = block[:remaining]
             remaining -= len(piece)
             yield piece
+
+    def slice(self, start: int, stop: int) -> _Body:
+        """The bytes ``start..stop`` of this body."""
+        return _Body(stop - start, lambda offset: self.blocks(start + offset, stop))
 
     def whole(self) -> bytes:
         return b"".join(self.blocks())
@@ -545,11 +552,23 @@ class HttpTestServer(_Urls):
             self._finish(req, keep_alive=False)
             return
 
+        extra: dict[str, str] = {}
+        ok_status = 200
+        if status == 200 and "range" in record.headers:
+            byte_range = _parse_range(record.headers["range"], body.length)
+            if byte_range == "unsatisfiable":
+                status = 416
+                extra["Content-Range"] = f"bytes */{body.length}"
+            elif isinstance(byte_range, tuple):
+                first, stop = byte_range
+                extra["Content-Range"] = f"bytes {first}-{stop - 1}/{body.length}"
+                body = body.slice(first, stop)
+                ok_status = 206
+
         if status != 200:
             record.outcome = f"status:{status}"
             if status == 408:
                 keep_alive = False
-            extra = {}
             if params.get("retry_after"):
                 extra["Retry-After"] = params["retry_after"]
             text = body if route_status == status else None
@@ -567,7 +586,7 @@ class HttpTestServer(_Urls):
         content_type = "application/json" if record.path == "/echo" else "application/octet-stream"
         if fault is None:
             record.outcome = "ok"  # decided now; becomes "client-gone" if the client leaves
-            head = _head(200, body.length, chunked, keep_alive, {}, content_type)
+            head = _head(ok_status, body.length, chunked, keep_alive, extra, content_type)
             if head_only:
                 req.conn.write(head)
                 self._finish(req, keep_alive)
@@ -583,7 +602,7 @@ class HttpTestServer(_Urls):
         assert after is not None
         stall = _float_param(params, "stall", 3600.0)
         record.outcome = fault
-        head = _head(200, body.length, chunked, False, {}, content_type)
+        head = _head(ok_status, body.length, chunked, False, extra, content_type)
         self._spawn(req, self._fault(req, fault, head, body, chunked, chunk, after, stall, head_only))
 
     def _spawn(self, req: _Request, coro: Coroutine[Any, Any, None]) -> None:
@@ -976,6 +995,33 @@ class _Connection(asyncio.Protocol):
         self._idle = None
         if self.current is None:
             self.close()
+
+
+def _parse_range(value: str, length: int) -> tuple[int, int] | str:
+    """``(start, stop)`` of a single ``bytes=`` range over ``length`` bytes; ``"ignore"`` for a
+    header this server does not honour (several ranges, another unit, bad syntax: the whole body
+    is sent with 200, as RFC 9110 allows); ``"unsatisfiable"`` for a 416."""
+    unit, _, spec = value.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return "ignore"
+    first_text, dash, last_text = spec.strip().partition("-")
+    if not dash:
+        return "ignore"
+    try:
+        if first_text == "":  # suffix: the last N bytes
+            suffix = int(last_text)
+            if suffix <= 0:
+                return "unsatisfiable"
+            return (max(0, length - suffix), length)
+        first = int(first_text)
+        last = int(last_text) if last_text else length - 1
+    except ValueError:
+        return "ignore"
+    if first < 0 or (last_text and last < first):
+        return "ignore"
+    if first >= length:
+        return "unsatisfiable"
+    return (first, min(last, length - 1) + 1)
 
 
 def _parse_query(raw: str) -> dict[str, str]:
