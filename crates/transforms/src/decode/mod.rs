@@ -89,19 +89,24 @@ impl Decode {
         self.limits
     }
 
-    /// Decodes one encoded image.
+    /// Decodes one encoded image, its format found from its signature.
     pub fn decode(&self, data: &[u8]) -> Result<Image, Error> {
-        let raw = match sniff_format(data) {
-            Some(Format::Png) => png::decode(data, &self.limits)?,
-            Some(Format::Jpeg) => jpeg::decode(data, &self.limits)?,
-            Some(Format::WebP) => webp::decode(data, &self.limits)?,
-            Some(Format::Tiff) => tiff::decode(data, &self.limits)?,
-            Some(Format::Bmp) => bmp::decode(data, &self.limits)?,
-            None => {
-                return Err(Error::UnknownFormat {
-                    magic: data.iter().take(8).copied().collect(),
-                });
-            }
+        match sniff_format(data) {
+            Some(format) => self.decode_as(format, data),
+            None => Err(Error::UnknownFormat {
+                magic: data.iter().take(8).copied().collect(),
+            }),
+        }
+    }
+
+    /// Decodes `data` with the decoder of `format`, whatever its signature says.
+    pub fn decode_as(&self, format: Format, data: &[u8]) -> Result<Image, Error> {
+        let raw = match format {
+            Format::Png => png::decode(data, &self.limits)?,
+            Format::Jpeg => jpeg::decode(data, &self.limits)?,
+            Format::WebP => webp::decode(data, &self.limits)?,
+            Format::Tiff => tiff::decode(data, &self.limits)?,
+            Format::Bmp => bmp::decode(data, &self.limits)?,
         };
         raw.into_image()
     }
