@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use dlrs_transforms::{
-    Image, Interpolation, Item, Layout, Pixels, Resize, ResizeSize, ToGray, Transform,
+    Decode, Image, Interpolation, Item, Layout, Pixels, Resize, ResizeSize, ToGray, Transform,
 };
 
 fn main() {
@@ -23,6 +23,38 @@ fn main() {
         let o: Vec<usize> = rhs.split(' ').map(|x| x.parse().unwrap()).collect();
         let input = std::fs::read(format!("{dir}/{name}.in")).unwrap();
         let expected = std::fs::read(format!("{dir}/{name}.out")).unwrap();
+        if f[4] == "decode" {
+            let got = match Decode::default().decode(&input) {
+                Ok(im) => im,
+                Err(e) => {
+                    bad += 1;
+                    println!("ERROR {line}: {e}");
+                    continue;
+                }
+            };
+            let shape = [got.height(), got.width(), got.channels()];
+            if shape != [o[0], o[1], o[2]] {
+                bad += 1;
+                println!("SHAPE {line}: got {shape:?}");
+                continue;
+            }
+            let Pixels::U8(got) = got.into_pixels() else {
+                panic!()
+            };
+            if got == expected {
+                ok += 1;
+            } else {
+                bad += 1;
+                let max = got
+                    .iter()
+                    .zip(&expected)
+                    .map(|(a, b)| a.abs_diff(*b))
+                    .max()
+                    .unwrap();
+                println!("MISMATCH {line}: max {max}");
+            }
+            continue;
+        }
         let im = Image::new(h, w, c, Layout::Hwc, Pixels::U8(input)).unwrap();
         let t: Arc<dyn Transform> = match f[4] {
             "resize" => Arc::new(

@@ -6,6 +6,7 @@ operation, and Pillow's output, as raw uint8 HWC files plus one line in DIR/case
 Needs Pillow and numpy: python3 crates/transforms/tests/pillow_vectors.py DIR [seed]
 """
 
+import io
 import os
 import sys
 
@@ -43,6 +44,76 @@ def to_pil(a):
 def from_pil(im):
     a = np.asarray(im)
     return a[..., None] if a.ndim == 2 else a
+
+
+def expected_decode(im):
+    """What Decode gives for a file Pillow opens as `im`: its own channels, palettes and colour
+    keys expanded to alpha, I;16 and 1 as L, CMYK as RGB."""
+    trns = "transparency" in im.info
+    if im.mode in ("1", "L", "I;16"):
+        if trns:
+            a = np.asarray(im.convert("RGBA"))
+            return a[..., [0, 3]]
+        return from_pil(im.convert("L"))
+    if im.mode == "LA":
+        return np.asarray(im)
+    if im.mode == "P":
+        return np.asarray(im.convert("RGBA" if trns or "A" in im.palette.mode else "RGB"))
+    if im.mode == "RGB" and trns:
+        return np.asarray(im.convert("RGBA"))
+    if im.mode == "CMYK":
+        return np.asarray(im.convert("RGB"))
+    return np.asarray(im)
+
+
+def decode_cases(rng, out, lines):
+    n = 0
+    for (h, w) in [(1, 1), (5, 3), (17, 31), (64, 65)]:
+        base = image(rng, h, w, 4, rng.random() < 0.5)
+        variants = {
+            "L": to_pil(base[..., :1]),
+            "LA": to_pil(base[..., :2]),
+            "RGB": to_pil(base[..., :3]),
+            "RGBA": to_pil(base),
+            "1": to_pil(base[..., :1]).convert("1"),
+            "P": to_pil(base[..., :3]).convert("P", palette=Image.Palette.ADAPTIVE, colors=200),
+            "P4": to_pil(base[..., :3]).convert("P", palette=Image.Palette.ADAPTIVE, colors=16),
+            "I16": Image.fromarray((base[..., 0].astype(np.uint16) * 3)),
+            "CMYK": Image.fromarray(base, "CMYK"),
+        }
+        for name, im in variants.items():
+            for fmt, ext, kw in [("PNG", "png", {}), ("BMP", "bmp", {}), ("TIFF", "tiff", {}),
+                                 ("WEBP", "webp", {"lossless": True})]:
+                save = im
+                params = dict(kw)
+                if name == "P" and fmt == "PNG" and rng.random() < 0.5:
+                    params["transparency"] = 3
+                if name == "P4" and fmt == "PNG":
+                    params["bits"] = 4
+                if name == "L" and fmt == "PNG" and rng.random() < 0.5:
+                    params["transparency"] = int(base[0, 0, 0])
+                if name == "RGB" and fmt == "PNG" and rng.random() < 0.5:
+                    params["transparency"] = tuple(int(v) for v in base[0, 0, :3])
+                b = io.BytesIO()
+                try:
+                    save.save(b, fmt, **params)
+                except (OSError, ValueError, KeyError):
+                    continue
+                data = b.getvalue()
+                try:
+                    ref = Image.open(io.BytesIO(data))
+                    ref.load()
+                    exp = expected_decode(ref)
+                except Exception:
+                    continue
+                exp = exp[..., None] if exp.ndim == 2 else exp
+                fname = f"d{n}"
+                with open(os.path.join(out, fname + ".in"), "wb") as fh:
+                    fh.write(data)
+                np.ascontiguousarray(exp).tofile(os.path.join(out, fname + ".out"))
+                oh, ow, oc = exp.shape
+                lines.append(f"{fname} {h} {w} 0 decode {fmt} {name} {ref.mode} -> {oh} {ow} {oc}")
+                n += 1
 
 
 def main():
@@ -86,6 +157,7 @@ def main():
     for c in (2, 3, 4):
         a = image(rng, 9, 11, c, False)
         case(f"g{c}", a, "gray", [], from_pil(to_pil(a).convert("L")))
+    decode_cases(rng, out, lines)
     with open(os.path.join(out, "cases.txt"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print(f"{len(lines)} cases in {out} (Pillow {Image.__version__})")

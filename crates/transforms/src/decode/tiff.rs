@@ -1,4 +1,5 @@
-//! TIFF (first image) through the `tiff` crate: 8-bit L, LA, RGB, RGBA, CMYK; 16-bit as Pillow.
+//! TIFF (first image) through the `tiff` crate: 1-bit and 8-bit L, LA, RGB, RGBA, CMYK; 16-bit
+//! as Pillow loads it. Palette TIFFs are not supported.
 
 use std::io::Cursor;
 
@@ -33,7 +34,13 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     let (width, height) = decoder.dimensions().map_err(map_err)?;
     let color = decoder.colortype().map_err(map_err)?;
     let (samples, bits) = match color {
+        ColorType::Gray(1) => return decode_bilevel(&mut decoder, limits),
         ColorType::Gray(b) => (1, b),
+        // Grey with an extra sample: Pillow's LA.
+        ColorType::Multiband {
+            bit_depth,
+            num_samples: 2,
+        } => (2, bit_depth),
         ColorType::GrayA(b) => (2, b),
         ColorType::RGB(b) => (3, b),
         ColorType::RGBA(b) => (4, b),
@@ -82,6 +89,45 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
         width: width as usize,
         height: height as usize,
         channels,
+        data,
+    })
+}
+
+/// 1-bit grey (Pillow's mode "1"), rows packed 8 pixels a byte, to L with 0 and 255.
+fn decode_bilevel(
+    decoder: &mut Decoder<Cursor<&[u8]>>,
+    limits: &DecodeLimits,
+) -> Result<Raw, Error> {
+    let (width, height) = decoder.dimensions().map_err(map_err)?;
+    let (w, h) = (width as usize, height as usize);
+    limits.check(w as u64, h as u64, (w * h) as u64)?;
+    let DecodingResult::U8(packed) = decoder.read_image().map_err(map_err)? else {
+        return Err(Error::corrupt(
+            Format::Tiff,
+            "1-bit image decoded to wide samples",
+        ));
+    };
+    let stride = w.div_ceil(8);
+    if packed.len() < stride * h {
+        return Err(Error::corrupt(
+            Format::Tiff,
+            format!("decoded {} bytes, expected {}", packed.len(), stride * h),
+        ));
+    }
+    let mut data = Vec::with_capacity(w * h);
+    for row in packed.chunks_exact(stride).take(h) {
+        data.extend((0..w).map(|x| {
+            if row[x / 8] & (0x80 >> (x % 8)) != 0 {
+                255
+            } else {
+                0
+            }
+        }));
+    }
+    Ok(Raw {
+        width: w,
+        height: h,
+        channels: 1,
         data,
     })
 }
