@@ -46,9 +46,8 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
             ));
         }
     };
-    // Peak: the component planes (padded to 16-pixel blocks) plus the output.
-    let padded = (width as u64).div_ceil(16) * 16 * (height as u64).div_ceil(16) * 16;
-    let bytes = padded * channels as u64 * 3;
+    // The decoded samples (4 a pixel for CMYK, before the conversion to RGB).
+    let bytes = width as u64 * height as u64 * channels as u64;
     limits.check(width as u64, height as u64, bytes)?;
     decoder.set_options(options.jpeg_set_out_colorspace(out_space));
     let pixels = decoder.decode().map_err(map_err)?;

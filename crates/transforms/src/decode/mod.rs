@@ -9,11 +9,16 @@ mod webp;
 use crate::image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 use crate::{Error, Format, Transform};
 
-/// Decode's limits: the largest sides and the most bytes a decoder may allocate.
+/// Decode's limits, checked from the image's header before any pixel is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeLimits {
+    /// The widest image accepted.
     pub max_width: usize,
+    /// The tallest image accepted.
     pub max_height: usize,
+    /// The most bytes the decoded samples may take (`width * height * samples per pixel *
+    /// bytes per sample`, as the decoder produces them: 16-bit PNG samples count 2 bytes, CMYK
+    /// 4 samples); also handed to the decoders as their own memory limit where they have one.
     pub max_alloc: usize,
 }
 
@@ -28,8 +33,8 @@ impl Default for DecodeLimits {
 }
 
 impl DecodeLimits {
-    /// Refuses an image from its header: sides above the limits, or `bytes` (what decoding
-    /// would allocate at its peak) above `max_alloc`.
+    /// Refuses an image from its header: sides above the limits, or `bytes` (its decoded
+    /// samples) above `max_alloc`.
     pub(crate) fn check(&self, width: u64, height: u64, bytes: u64) -> Result<(), Error> {
         if width > self.max_width as u64 || height > self.max_height as u64 {
             return Err(Error::TooLarge {

@@ -55,3 +55,44 @@ fn lossy_webp_is_close_to_pillow() {
     let d = max_diff(u8s(&im), &fixture("rgb_lossy.webp.bin"));
     assert!(d <= 3, "max difference {d}");
 }
+
+/// Every format checks the sides and the size from its header.
+#[test]
+fn limits_are_checked_for_every_format() {
+    use dlrs_transforms::{Decode, Error};
+    for (name, w, h, c) in [
+        ("rgb420.jpg", 20, 24, 3),
+        ("cmyk.jpg", 20, 24, 4),
+        ("rgb_lossless.webp", 11, 13, 3),
+        ("rgb.tiff", 11, 13, 3),
+        ("la.tiff", 9, 6, 2),
+    ] {
+        let data = fixture(name);
+        let err = Decode::new(w - 1, 100, 1 << 20)
+            .unwrap()
+            .decode(&data)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::TooLarge { width, max_width, .. } if width == w as u64 && max_width == w as u64 - 1),
+            "{name}: {err}"
+        );
+        let err = Decode::new(100, h - 1, 1 << 20)
+            .unwrap()
+            .decode(&data)
+            .unwrap_err();
+        assert!(matches!(err, Error::TooLarge { .. }), "{name}: {err}");
+        let bytes = w * h * c;
+        let err = Decode::new(100, 100, bytes - 1)
+            .unwrap()
+            .decode(&data)
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::AllocationTooLarge { bytes: b, .. } if b == bytes as u64),
+            "{name}: {err}"
+        );
+        assert!(
+            Decode::new(w, h, bytes).unwrap().decode(&data).is_ok(),
+            "{name}"
+        );
+    }
+}
