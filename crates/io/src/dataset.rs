@@ -79,33 +79,61 @@ impl Locations {
     }
 }
 
-/// A body being read under a `max_bytes` limit.
+/// A body being read under a `max_bytes` limit. A body that arrives in one chunk is kept as
+/// it is (no copy); later chunks are gathered into one buffer.
 pub(crate) struct Capped {
-    buf: BytesMut,
+    first: Option<Bytes>,
+    gathered: Option<BytesMut>,
+    len: u64,
     limit: u64,
+    expected: Option<u64>,
 }
 
 impl Capped {
-    /// A buffer for an item of `expected` bytes, if known (already checked against `limit`).
+    /// A body of `expected` bytes, if known (already checked against `limit`).
     pub(crate) fn new(limit: u64, expected: Option<u64>) -> Capped {
-        let capacity = expected.unwrap_or(64 << 10).min(limit);
         Capped {
-            buf: BytesMut::with_capacity(usize::try_from(capacity).unwrap_or(0)),
+            first: None,
+            gathered: None,
+            len: 0,
             limit,
+            expected,
         }
     }
 
     /// Appends `chunk`; `Err(())` once the total is over the limit.
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<(), ()> {
-        if (self.buf.len() as u64).saturating_add(chunk.len() as u64) > self.limit {
+    pub(crate) fn push(&mut self, chunk: Bytes) -> Result<(), ()> {
+        let len = self.len.saturating_add(chunk.len() as u64);
+        if len > self.limit {
             return Err(());
         }
-        self.buf.extend_from_slice(chunk);
+        self.len = len;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if let Some(gathered) = &mut self.gathered {
+            gathered.extend_from_slice(&chunk);
+        } else if let Some(first) = self.first.take() {
+            let capacity = self
+                .expected
+                .unwrap_or(len.saturating_mul(2))
+                .clamp(len, self.limit);
+            let mut gathered = BytesMut::with_capacity(usize::try_from(capacity).unwrap_or(0));
+            gathered.extend_from_slice(&first);
+            gathered.extend_from_slice(&chunk);
+            self.gathered = Some(gathered);
+        } else {
+            self.first = Some(chunk);
+        }
         Ok(())
     }
 
     pub(crate) fn finish(self) -> Bytes {
-        self.buf.freeze()
+        match (self.first, self.gathered) {
+            (_, Some(gathered)) => gathered.freeze(),
+            (Some(first), None) => first,
+            (None, None) => Bytes::new(),
+        }
     }
 }
 
@@ -185,13 +213,32 @@ mod tests {
     #[test]
     fn capped_reads() {
         let mut body = Capped::new(5, Some(5));
-        assert_eq!(body.push(b"abc"), Ok(()));
-        assert_eq!(body.push(b"de"), Ok(()));
-        assert_eq!(body.push(b""), Ok(()));
-        assert_eq!(body.push(b"f"), Err(()));
+        assert_eq!(body.push(Bytes::from_static(b"abc")), Ok(()));
+        assert_eq!(body.push(Bytes::from_static(b"de")), Ok(()));
+        assert_eq!(body.push(Bytes::new()), Ok(()));
+        assert_eq!(body.push(Bytes::from_static(b"f")), Err(()));
         assert_eq!(&body.finish()[..], b"abcde");
         let mut empty = Capped::new(0, None);
-        assert_eq!(empty.push(b""), Ok(()));
-        assert_eq!(empty.push(b"x"), Err(()));
+        assert_eq!(empty.push(Bytes::new()), Ok(()));
+        assert_eq!(empty.push(Bytes::from_static(b"x")), Err(()));
+        assert_eq!(empty.finish(), Bytes::new());
+        // One chunk is kept as it is, without a copy.
+        let chunk = Bytes::from(vec![9; 100]);
+        let mut one = Capped::new(100, Some(100));
+        one.push(chunk.clone()).unwrap();
+        let body = one.finish();
+        assert_eq!(body.as_ptr(), chunk.as_ptr());
+        // Unknown size: chunks are gathered in order.
+        let mut many = Capped::new(1000, None);
+        for i in 0..10u8 {
+            many.push(Bytes::from(vec![i; 7])).unwrap();
+        }
+        let body = many.finish();
+        assert_eq!(body.len(), 70);
+        assert!(
+            body.chunks(7)
+                .enumerate()
+                .all(|(i, c)| c.iter().all(|&b| b as usize == i))
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::dataset::{DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::Error;
 use crate::retry::{self, Failure, RetryOptions};
 use crate::template::{Column, Target, Template};
@@ -170,7 +170,7 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
             size,
         })
     };
-    let mut file = std::fs::File::open(path).map_err(io_failure)?;
+    let file = std::fs::File::open(path).map_err(io_failure)?;
     let metadata = file.metadata().map_err(io_failure)?;
     if metadata.is_dir() {
         return Err(io_failure(io::Error::new(
@@ -183,17 +183,14 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
         return Err(too_large(Some(size)));
     }
     // The file may grow after the metadata was read: read at most one byte more than allowed.
-    let mut body = Capped::new(max_bytes, Some(size));
-    let mut buf = vec![0; 256 << 10];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => body.push(&buf[..n]).map_err(|()| too_large(None))?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_failure(e)),
-        }
+    let mut body = Vec::with_capacity(usize::try_from(size.saturating_add(1)).unwrap_or(0));
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut body)
+        .map_err(io_failure)?;
+    if body.len() as u64 > max_bytes {
+        return Err(too_large(None));
     }
-    Ok(body.finish())
+    Ok(Bytes::from(body))
 }
 
 #[cfg(test)]

@@ -211,7 +211,7 @@ async fn attempt(
     }
     let mut body = Capped::new(max_bytes, expected);
     while let Some(chunk) = response.chunk().await.map_err(|e| failure(e, url))? {
-        body.push(&chunk).map_err(|()| too_large(None))?;
+        body.push(chunk).map_err(|()| too_large(None))?;
     }
     Ok(body.finish())
 }
@@ -342,7 +342,8 @@ mod tests {
 
     #[test]
     fn many_in_flight_spawned_and_buffered() {
-        let (runtime, server) = setup(|path, _| Reply::Body(path.as_bytes().to_vec()));
+        let (runtime, server) =
+            setup(|path, _| Reply::Delayed(Duration::from_millis(5), path.as_bytes().to_vec()));
         let dataset =
             HttpDataset::from_template(&server.url("/t/{index}"), vec![], Some(64), fast(0))
                 .unwrap();

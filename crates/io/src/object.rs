@@ -435,7 +435,7 @@ impl Inner {
         let mut body = Capped::new(self.max_bytes, Some(size));
         let mut stream = result.into_stream();
         while let Some(chunk) = stream.next().await {
-            body.push(&chunk.map_err(failed)?)
+            body.push(chunk.map_err(failed)?)
                 .map_err(|()| too_large(None))?;
         }
         Ok(body.finish())

@@ -23,6 +23,8 @@ pub(crate) enum Reply {
     Reset,
     /// Never answers.
     Stall,
+    /// 200 with this body after this delay.
+    Delayed(Duration, Vec<u8>),
 }
 
 type Route = dyn Fn(&str, u32) -> Reply + Send + Sync;
@@ -164,6 +166,11 @@ async fn serve(
             Reply::Reset => {
                 let _ = stream.set_zero_linger();
                 false
+            }
+            Reply::Delayed(delay, body) => {
+                tokio::time::sleep(delay).await;
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                write(stream, &[head.as_bytes(), &body]).await
             }
             Reply::Stall => {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
