@@ -5,6 +5,28 @@
 //! - [`HttpDataset`], [`FileDataset`], [`ObjectStoreDataset`]: the datasets, each with a
 //!   `from_template` constructor ([`template`]).
 //! - [`Error`]: the one error type, with [`Error::python_kind`] for the bindings.
+//!
+//! A caller on a plain thread fetches many items at once through [`Runtime::block_on`]:
+//!
+//! ```
+//! use dlrs_io::{Column, Dataset, FileDataset, FileOptions, Runtime, fetch_many};
+//!
+//! let dir = std::env::temp_dir().join(format!("dlrs-io-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! for i in 0..3 {
+//!     std::fs::write(dir.join(format!("{i}.txt")), format!("item {i}"))?;
+//! }
+//! let template = format!("{}/{{index}}.txt", dir.display());
+//! let dataset = FileDataset::from_template(&template, vec![], Some(3), FileOptions::default())?;
+//! let runtime = Runtime::new(Some(1))?;
+//! let items = runtime.block_on(fetch_many(&dataset, &[2, 0], 8))?;
+//! assert_eq!(items[0].as_ref().unwrap(), &b"item 2"[..]);
+//! assert_eq!(items[1].as_ref().unwrap(), &b"item 0"[..]);
+//! assert!(runtime.block_on(dataset.fetch(3))?.is_err()); // IndexOutOfRange
+//! # std::fs::remove_dir_all(&dir)?;
+//! # let _ = Column::Ints(vec![]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod dataset;
 mod error;

@@ -286,18 +286,44 @@ fn parse_options<K: FromStr>(
         .collect()
 }
 
-/// The store's keys found in environment variables named `PREFIX...`, except the timeout.
-fn env_options<K: FromStr>(prefix: &str, is_timeout: impl Fn(&K) -> bool) -> Vec<(K, String)> {
+/// The process's environment variables that are valid UTF-8.
+type Env = Vec<(String, String)>;
+
+fn process_env() -> Env {
     std::env::vars_os()
         .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)))
+        .collect()
+}
+
+/// The store's keys found in `env` variables named `PREFIX...`, except the timeout.
+fn env_options<K: FromStr>(
+    env: &Env,
+    prefix: &str,
+    is_timeout: impl Fn(&K) -> bool,
+) -> Vec<(K, String)> {
+    env.iter()
         .filter(|(key, _)| key.starts_with(prefix))
-        .filter_map(|(key, value)| Some((K::from_str(&key.to_ascii_lowercase()).ok()?, value)))
+        .filter_map(|(key, value)| {
+            Some((K::from_str(&key.to_ascii_lowercase()).ok()?, value.clone()))
+        })
         .filter(|(key, _)| !is_timeout(key))
         .collect()
 }
 
+/// The value of variable `name` in `env`.
+fn env_var(env: &Env, name: &str) -> Option<String> {
+    env.iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.clone())
+}
+
 impl Config {
     fn build(&self) -> Result<Arc<dyn ObjectStore>, Error> {
+        self.build_with(&process_env())
+    }
+
+    /// Builds the store, reading credentials and settings from `env` then the options.
+    fn build_with(&self, env: &Env) -> Result<Arc<dyn ObjectStore>, Error> {
         tls::install_crypto_provider();
         let mut client = ClientOptions::new()
             .with_timeout(self.timeout)
@@ -331,10 +357,10 @@ impl Config {
                     .with_client_options(client)
                     .with_retry(retry)
                     .with_url(url);
-                let env = env_options("AWS_", |k| {
+                let from_env = env_options(env, "AWS_", |k| {
                     matches!(k, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
                 });
-                for (key, value) in env.into_iter().chain(options.iter().cloned()) {
+                for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
                     builder = builder.with_config(key, value);
                 }
                 Arc::new(builder.build().map_err(failed)?)
@@ -344,13 +370,13 @@ impl Config {
                     .with_client_options(client)
                     .with_retry(retry)
                     .with_url(url);
-                if let Ok(path) = std::env::var("SERVICE_ACCOUNT") {
+                if let Some(path) = env_var(env, "SERVICE_ACCOUNT") {
                     builder = builder.with_service_account_path(path);
                 }
-                let env = env_options("GOOGLE_", |k| {
+                let from_env = env_options(env, "GOOGLE_", |k| {
                     matches!(k, GoogleConfigKey::Client(ClientConfigKey::Timeout))
                 });
-                for (key, value) in env.into_iter().chain(options.iter().cloned()) {
+                for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
                     builder = builder.with_config(key, value);
                 }
                 Arc::new(builder.build().map_err(failed)?)
@@ -360,13 +386,13 @@ impl Config {
                     .with_client_options(client)
                     .with_retry(retry)
                     .with_url(url);
-                let env = env_options("AZURE_", |k| {
+                let from_env = env_options(env, "AZURE_", |k| {
                     matches!(k, AzureConfigKey::Client(ClientConfigKey::Timeout))
                 });
-                for (key, value) in env.into_iter().chain(options.iter().cloned()) {
+                for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
                     builder = builder.with_config(key, value);
                 }
-                if let Ok(endpoint) = std::env::var("IDENTITY_ENDPOINT") {
+                if let Some(endpoint) = env_var(env, "IDENTITY_ENDPOINT") {
                     builder = builder.with_msi_endpoint(endpoint);
                 }
                 Arc::new(builder.build().map_err(failed)?)
@@ -747,6 +773,65 @@ mod tests {
             debug.contains("aws_secret_access_key") && !debug.contains("SECRET"),
             "{debug}"
         );
+    }
+
+    #[test]
+    fn credentials_from_the_environment_then_options() {
+        let config = |options: &[(&str, &str)]| Config {
+            url: url::Url::parse("s3://bucket/prefix").unwrap(),
+            options: Parsed::S3(
+                parse_options(
+                    &options
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect::<Vec<_>>(),
+                    "s3",
+                    |_: &AmazonS3ConfigKey| false,
+                )
+                .unwrap(),
+            ),
+            timeout: DEFAULT_OBJECT_TIMEOUT,
+            retry: fast(0),
+        };
+        let env = |vars: &[(&str, &str)]| -> Env {
+            vars.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let key_only = env(&[
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("AWS_TIMEOUT", "1ns"),
+            ("OTHER", "x"),
+        ]);
+        // Only a key id in the environment: the builder asks for the secret, so it read the id.
+        let error = config(&[]).build_with(&key_only).err().unwrap();
+        assert!(
+            error.to_string().contains("Missing SecretAccessKey"),
+            "{error}"
+        );
+        let both = env(&[
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("AWS_SECRET_ACCESS_KEY", "SECRET"),
+        ]);
+        config(&[]).build_with(&both).unwrap();
+        config(&[("aws_secret_access_key", "s")])
+            .build_with(&key_only)
+            .unwrap();
+        let found: Vec<(AmazonS3ConfigKey, String)> = env_options(&key_only, "AWS_", |k| {
+            matches!(k, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
+        });
+        assert_eq!(
+            found,
+            vec![(AmazonS3ConfigKey::AccessKeyId, "id".to_owned())]
+        );
+        let google: Vec<(GoogleConfigKey, String)> = env_options(
+            &env(&[("GOOGLE_BUCKET", "b"), ("AWS_BUCKET", "a")]),
+            "GOOGLE_",
+            |_| false,
+        );
+        assert_eq!(google, vec![(GoogleConfigKey::Bucket, "b".to_owned())]);
+        assert_eq!(env_var(&both, "AWS_ACCESS_KEY_ID").as_deref(), Some("id"));
+        assert_eq!(env_var(&both, "NOPE"), None);
     }
 
     fn http_dataset(
