@@ -1,1 +1,156 @@
-fn main() {}
+//! Repeatable chores of the workspace: `cargo xtask <command>`.
+//!
+//! - `ci`: everything CI checks, in order: Rust lints and tests, the Python package built into a
+//!   venv, ruff, pytest; then the same pytest suite on free-threaded CPython 3.13t.
+//! - `test`: cargo tests, then the Python package and pytest (no lints, no 3.13t).
+//! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
+//! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
+//! - `demo`: install the package from the checkout and run the quick start on generated data.
+//! - `bench [args]`: the side-by-side benchmark harness (benches/compare.py).
+
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("could not start {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    Ok(())
+}
+
+fn cargo(args: &[&str]) -> Result<()> {
+    run(Command::new(env!("CARGO")).args(args))
+}
+
+/// The venv of the GIL build used by the tests, made once; returns its python.
+fn venv() -> Result<PathBuf> {
+    let dir = root().join(".venv");
+    let python = dir.join("bin/python");
+    if !python.exists() {
+        let host = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+        run(Command::new(host).args(["-m", "venv"]).arg(&dir))?;
+    }
+    run(Command::new(&python).args(["-m", "pip", "install", "-q", "--upgrade", "pip"]))?;
+    run(Command::new(&python).args([
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "-r",
+        "tests/requirements.txt",
+    ]))?;
+    Ok(python)
+}
+
+/// Builds the extension (release) into the venv of `python`.
+fn develop(python: &Path) -> Result<()> {
+    let venv = python
+        .parent()
+        .and_then(Path::parent)
+        .context("venv layout")?;
+    run(Command::new(venv.join("bin/maturin"))
+        .args(["develop", "--release", "--quiet"])
+        .env("VIRTUAL_ENV", venv)
+        .env_remove("CONDA_PREFIX"))
+}
+
+fn pytest(python: &Path, extra: &[String]) -> Result<()> {
+    run(Command::new(python)
+        .args(["-m", "pytest", "-q", "tests"])
+        .args(extra))
+}
+
+fn py_test(extra: &[String]) -> Result<()> {
+    let python = venv()?;
+    develop(&python)?;
+    pytest(&python, extra)
+}
+
+fn lint() -> Result<()> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ])
+}
+
+fn ruff(python: &Path) -> Result<()> {
+    let venv = python.parent().context("venv layout")?;
+    run(Command::new(venv.join("ruff")).args(["check", "python", "tests", "examples", "benches"]))?;
+    run(Command::new(venv.join("ruff")).args([
+        "format", "--check", "python", "tests", "examples", "benches",
+    ]))
+}
+
+fn python_ft(extra: &[String]) -> Result<()> {
+    run(Command::new("bash")
+        .arg("scripts/python-ft.sh")
+        .arg("test")
+        .args(extra))
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (cmd, rest) = args
+        .split_first()
+        .map_or(("help", &[][..]), |(c, r)| (c.as_str(), r));
+    match cmd {
+        "ci" => {
+            lint()?;
+            cargo(&["test", "--workspace", "--quiet"])?;
+            let python = venv()?;
+            ruff(&python)?;
+            develop(&python)?;
+            pytest(&python, rest)?;
+            python_ft(rest)
+        }
+        "test" => {
+            cargo(&["test", "--workspace", "--quiet"])?;
+            py_test(rest)
+        }
+        "py-test" => py_test(rest),
+        "python-ft" => python_ft(rest),
+        "lint" => lint(),
+        "demo" => {
+            let python = venv()?;
+            develop(&python)?;
+            run(Command::new(&python).arg("examples/quickstart.py"))
+        }
+        "bench" => {
+            let python = venv()?;
+            develop(&python)?;
+            run(Command::new(&python).arg("benches/compare.py").args(rest))
+        }
+        _ => {
+            eprintln!(
+                "usage: cargo xtask <ci | test | py-test | python-ft | lint | demo | bench> [args]"
+            );
+            if cmd == "help" {
+                Ok(())
+            } else {
+                bail!("unknown command {cmd}")
+            }
+        }
+    }
+}

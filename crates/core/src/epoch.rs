@@ -51,6 +51,9 @@ pub enum Recv<B, E> {
 
 type Outcome<B, E> = Result<B, LoadError<E>>;
 
+/// A batch a worker finished: its number and outcome.
+type Finished<S> = (u64, Outcome<<S as Source>::Batch, <S as Source>::Error>);
+
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
@@ -292,7 +295,7 @@ fn run_worker<S: Source>(
     num_batches: u64,
 ) {
     let mut indices = Vec::new();
-    let mut done: Option<(u64, Outcome<S::Batch, S::Error>)> = None;
+    let mut done: Option<Finished<S>> = None;
     loop {
         let mut ring = lock(&shared.ring);
         if let Some((b, outcome)) = done.take() {

@@ -1,8 +1,24 @@
 //! The Python bindings of dataloader-rs: the `dataloader_rs._native` extension module.
+//!
+//! - [`loader`]: the native loader over a Python dataset and the iterator of an epoch.
+//! - [`source`]: a Python dataset as a core `Source` (getitem, transform, collate).
+//! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
+//! - [`errors`]: every Rust error as a Python exception, in one place.
+//!
+//! PyO3 is pinned to 0.28.3 (see the root Cargo.toml); this crate avoids the APIs of its two
+//! advisories (RUSTSEC-2026-0176, RUSTSEC-2026-0177), and a tidy test in xtask checks it.
+
 use pyo3::prelude::*;
+
+pub mod errors;
+pub mod loader;
+pub mod seam;
+pub mod source;
 
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<loader::Loader>()?;
+    m.add_class::<loader::BatchIterator>()?;
     Ok(())
 }

@@ -1,0 +1,36 @@
+//! The one place where a Python call waits on Rust: the interpreter is released while waiting,
+//! and signals (Ctrl-C) are checked at least every [`SIGNAL_SLICE`].
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+/// How long a wait may go without checking for signals (the spec promises 100 ms).
+pub const SIGNAL_SLICE: Duration = Duration::from_millis(50);
+
+/// What one slice of a wait found.
+pub enum Slice<T> {
+    /// Done.
+    Ready(T),
+    /// Not yet: check signals and wait again.
+    Pending,
+}
+
+/// Calls `poll` with the interpreter released, at most [`SIGNAL_SLICE`] at a time, until it is
+/// ready; between slices, a pending signal handler runs and its exception (KeyboardInterrupt)
+/// is returned. `poll` is tried once first without releasing the interpreter, with a zero
+/// timeout, so a result that is already there costs no hand-over.
+pub fn wait_interruptibly<T: Send>(
+    py: Python<'_>,
+    poll: impl Fn(Option<Duration>) -> Slice<T> + Sync,
+) -> PyResult<T> {
+    if let Slice::Ready(v) = poll(Some(Duration::ZERO)) {
+        return Ok(v);
+    }
+    loop {
+        if let Slice::Ready(v) = py.detach(|| poll(Some(SIGNAL_SLICE))) {
+            return Ok(v);
+        }
+        py.check_signals()?;
+    }
+}

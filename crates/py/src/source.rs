@@ -1,0 +1,148 @@
+//! A Python dataset as a [`dlrs_core::Source`]: `__getitem__` / `__getitems__`, the per-item
+//! `transform`, then `collate_fn`, all inside one attachment to the interpreter per batch (or per
+//! item when the items of a batch are fetched concurrently).
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple, PyType};
+
+use dlrs_core::{BatchCtx, LoadError, Source};
+
+/// The Python callables of one loader.
+pub struct Calls {
+    pub getitem: Py<PyAny>,
+    pub getitems: Option<Py<PyAny>>,
+    pub transform: Option<Py<PyAny>>,
+    pub collate: Option<Py<PyAny>>,
+    pub return_indices: bool,
+    /// `types.CoroutineType`: a plain `__getitem__` returning one forgot an `await`.
+    pub coroutine_type: Py<PyType>,
+}
+
+impl Calls {
+    /// Fails on a coroutine where a sample was expected (and closes it, so it never warns).
+    fn check_not_coroutine(
+        &self,
+        py: Python<'_>,
+        sample: &Bound<'_, PyAny>,
+        what: &str,
+    ) -> PyResult<()> {
+        if sample.get_type().is(self.coroutine_type.bind(py)) {
+            let _ = sample.call_method0("close");
+            return Err(PyTypeError::new_err(format!(
+                "{what} returned a coroutine: an async def helper was called without await, \
+                 or the dataset should subclass PyAsyncDataset"
+            )));
+        }
+        Ok(())
+    }
+
+    fn transform<'py>(
+        &self,
+        py: Python<'py>,
+        index: u64,
+        sample: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match &self.transform {
+            Some(t) => t.bind(py).call1((index, sample)),
+            None => Ok(sample),
+        }
+    }
+
+    /// `__getitem__(index)` then the transform.
+    fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
+        let sample = self.getitem.bind(py).call1((index,))?;
+        self.check_not_coroutine(py, &sample, "__getitem__")?;
+        self.transform(py, index, sample)
+    }
+
+    /// The whole batch in one attachment: `__getitems__` when there is one, else one
+    /// `__getitem__` per index.
+    fn batch(&self, py: Python<'_>, indices: &[u64]) -> PyResult<Py<PyAny>> {
+        let list = if let Some(getitems) = &self.getitems {
+            let samples = getitems.bind(py).call1((PyList::new(py, indices)?,))?;
+            let list = PyList::empty(py);
+            for (pos, sample) in samples.try_iter()?.enumerate() {
+                let sample = sample?;
+                if pos >= indices.len() {
+                    return Err(wrong_count(indices.len(), pos + 1, true));
+                }
+                self.check_not_coroutine(py, &sample, "__getitems__")?;
+                list.append(self.transform(py, indices[pos], sample)?)?;
+            }
+            if list.len() != indices.len() {
+                return Err(wrong_count(indices.len(), list.len(), false));
+            }
+            list
+        } else {
+            let list = PyList::empty(py);
+            for &i in indices {
+                list.append(self.item(py, i)?)?;
+            }
+            list
+        };
+        self.finish(py, list, indices)
+    }
+
+    /// `collate_fn` over the list of samples, and the indices when asked for.
+    fn finish(
+        &self,
+        py: Python<'_>,
+        samples: Bound<'_, PyList>,
+        indices: &[u64],
+    ) -> PyResult<Py<PyAny>> {
+        let batch = match &self.collate {
+            Some(c) => c.bind(py).call1((samples,))?,
+            None => samples.into_any(),
+        };
+        if self.return_indices {
+            Ok(
+                PyTuple::new(py, [batch, PyList::new(py, indices)?.into_any()])?
+                    .into_any()
+                    .unbind(),
+            )
+        } else {
+            Ok(batch.unbind())
+        }
+    }
+}
+
+fn wrong_count(expected: usize, got: usize, more: bool) -> PyErr {
+    let got = if more {
+        format!("more than {expected}")
+    } else {
+        got.to_string()
+    };
+    PyValueError::new_err(format!(
+        "__getitems__ must return one sample per index: it got {expected} indices and returned {got} samples"
+    ))
+}
+
+/// A Python dataset, loaded a batch at a time.
+pub struct PySource {
+    pub calls: Arc<Calls>,
+}
+
+impl Source for PySource {
+    type Batch = Py<PyAny>;
+    type Error = PyErr;
+
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
+        if ctx.item_concurrency() > 1 && indices.len() > 1 {
+            // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
+            // is taken per item, and released while this thread waits for the helpers.
+            let calls = Arc::clone(&self.calls);
+            let items = ctx.map_items(indices, move |i| {
+                Python::attach(|py| calls.item(py, i).map(Bound::unbind))
+            })?;
+            return Python::attach(|py| {
+                let list = PyList::new(py, items)?;
+                self.calls.finish(py, list, indices)
+            })
+            .map_err(LoadError::Source);
+        }
+        Python::attach(|py| self.calls.batch(py, indices)).map_err(LoadError::Source)
+    }
+}

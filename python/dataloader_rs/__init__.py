@@ -1,0 +1,17 @@
+"""dataloader-rs: a DataLoader with torch.utils.data.DataLoader's interface and a Rust core.
+
+Workers are threads, not processes: samples are handed over by reference, an epoch starts in
+milliseconds, and work that releases the interpreter (I/O, NumPy, the Rust datasets and
+transforms) runs in parallel.
+"""
+
+from dataloader_rs._datasets import PyAsyncDataset, PyDataset
+from dataloader_rs._loader import PyDataloader
+from dataloader_rs._native import __version__
+
+__all__ = [
+    "PyAsyncDataset",
+    "PyDataloader",
+    "PyDataset",
+    "__version__",
+]

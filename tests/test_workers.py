@@ -1,0 +1,251 @@
+"""Workers, threads and the GIL: order, concurrency, break, Ctrl-C, one thread per iterator, fork."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import pickle
+import sys
+import threading
+import time
+import warnings
+
+import pytest
+
+from dataloader_rs import PyDataloader, PyDataset
+
+from conftest import Range
+
+
+class Blocking(PyDataset):
+    """Items in `blocked` wait for `release`; records which items started."""
+
+    def __init__(self, n, blocked=()):
+        super().__init__()
+        self.n = n
+        self.blocked = set(blocked)
+        self.release = threading.Event()
+        self.started = []
+        self.lock = threading.Lock()
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        with self.lock:
+            self.started.append(i)
+        if i in self.blocked:
+            assert self.release.wait(30), "never released"
+        return i
+
+
+@pytest.mark.parametrize("workers", [1, 2, 5])
+def test_batches_come_in_order_under_random_delays(workers):
+    import random
+
+    rnd = random.Random(workers)
+    delays = [rnd.random() * 0.002 for _ in range(200)]
+
+    def get(i):
+        time.sleep(delays[i])
+        return i
+
+    loader = PyDataloader(Range(200, fn=get), batch_size=7, num_workers=workers, prefetch_depth=1)
+    assert [x for b in loader for x in b] == list(range(200))
+
+
+def test_workers_load_batches_in_parallel():
+    # Two batches can only finish if two workers wait at the barrier at the same time.
+    barrier = threading.Barrier(2, timeout=20)
+
+    def get(i):
+        if i % 4 == 0:
+            barrier.wait()
+        return i
+
+    loader = PyDataloader(Range(8, fn=get), batch_size=4, num_workers=2)
+    assert list(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+@pytest.mark.parametrize(("workers", "k"), [(0, 4), (2, 4), (1, 3)])
+def test_item_concurrency_fetches_items_of_a_batch_at_once(workers, k):
+    barrier = threading.Barrier(k * max(workers, 1), timeout=20)
+    seen = set()
+
+    def get(i):
+        seen.add(threading.get_ident())
+        barrier.wait()
+        return i
+
+    n = k * max(workers, 1)
+    loader = PyDataloader(Range(n, fn=get), batch_size=k, num_workers=workers, item_concurrency=k)
+    assert [x for b in loader for x in b] == list(range(n))
+    assert len(seen) == n
+
+
+def test_in_flight_batches_are_bounded():
+    ds = Blocking(100, blocked={0})
+    it = iter(PyDataloader(ds, batch_size=1, num_workers=2, prefetch_depth=3))
+    deadline = time.monotonic() + 10
+    while len(ds.started) < 5 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    # num_workers + prefetch_depth = 5 batches in progress or waiting, never more.
+    assert sorted(ds.started) == [0, 1, 2, 3, 4]
+    ds.release.set()
+    assert [b[0] for b in it] == list(range(100))
+
+
+def test_break_abandons_the_epoch_and_the_next_epoch_does_not_wait_for_it():
+    ds = Blocking(12, blocked={4, 5, 6, 7, 8, 9, 10, 11})
+    loader = PyDataloader(ds, batch_size=4, num_workers=2, prefetch_depth=1)
+    for batch in loader:
+        assert batch == [0, 1, 2, 3]
+        break
+    # Workers are stuck on blocked items of the abandoned epoch; the next epoch gets threads of
+    # its own. Items now answer at once.
+    ds.blocked = set()
+    it = iter(loader)
+    assert next(it) == [0, 1, 2, 3]
+    ds.release.set()
+    assert list(it) == [[4, 5, 6, 7], [8, 9, 10, 11]]
+
+
+def test_a_second_thread_calling_next_gets_runtime_error():
+    ds = Blocking(4, blocked={0})
+    it = iter(PyDataloader(ds, batch_size=1, num_workers=1))
+    got = {}
+
+    def first():
+        got["batch"] = next(it)
+
+    t = threading.Thread(target=first)
+    t.start()
+    while 0 not in ds.started:
+        time.sleep(0.001)
+    time.sleep(0.02)
+    with pytest.raises(RuntimeError, match="being advanced by another thread"):
+        next(it)
+    ds.release.set()
+    t.join(10)
+    assert got["batch"] == [0]
+    assert next(it) == [1]
+
+
+def test_a_second_thread_without_workers():
+    ds = Blocking(4, blocked={0})
+    it = iter(PyDataloader(ds, batch_size=1))
+    t = threading.Thread(target=lambda: next(it))
+    t.start()
+    while 0 not in ds.started:
+        time.sleep(0.001)
+    with pytest.raises(RuntimeError, match="being advanced by another thread"):
+        next(it)
+    ds.release.set()
+    t.join(10)
+    assert next(it) == [1]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_ctrl_c_interrupts_a_waiting_next_and_the_iterator_stays_usable():
+    ds = Blocking(3, blocked={0})
+    it = iter(PyDataloader(ds, batch_size=1, num_workers=1))
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    assert not ds.release.is_set()  # interrupted while the batch was still blocked
+    ds.release.set()
+    assert list(it) == [[0], [1], [2]]
+
+
+def test_many_threads_each_with_their_own_loader():
+    errors = []
+
+    def run(seed):
+        try:
+            loader = PyDataloader(Range(300), batch_size=16, shuffle=True, seed=seed, num_workers=2)
+            for _ in range(3):
+                assert sorted(x for b in loader for x in b) == list(range(300))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+
+
+def _worker_thread_count() -> int:
+    return sum(1 for tid in os.listdir("/proc/self/task") if _thread_name(tid) == "dataloader-rs")
+
+
+def _thread_name(tid: str) -> str:
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_pool_is_made_once_and_reused_by_every_epoch():
+    loader = PyDataloader(Range(64), batch_size=4, num_workers=3)
+    before = _worker_thread_count()
+    for _ in range(20):
+        assert len(list(loader)) == 16
+    time.sleep(0.05)
+    assert _worker_thread_count() - before <= 3
+    del loader
+    import gc
+
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while _worker_thread_count() > before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _worker_thread_count() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_uses_a_loader_its_parent_iterated():
+    loader = PyDataloader(Range(20), batch_size=6, num_workers=2, shuffle=True, seed=4)
+    parent = [list(loader) for _ in range(1)]
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            out = [list(loader) for _ in range(2)]
+            os.write(w, pickle.dumps(out))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    child = pickle.loads(data)
+    assert len(child) == 2
+    for epoch in child:
+        assert sorted(x for b in epoch for x in b) == list(range(20))
+    # The child continues the parent's epoch sequence (epochs 1 and 2), as the parent would.
+    assert child[0] == list(loader)
+    assert parent[0] != child[0]
+
+
+def test_deep_recursion_in_getitem_on_a_worker_thread():
+    def depth(n):
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 6000))
+    try:
+        loader = PyDataloader(Range(2, fn=lambda i: depth(4000 + i)), batch_size=1, num_workers=2)
+        assert list(loader) == [[4000], [4001]]
+    finally:
+        sys.setrecursionlimit(old)
