@@ -9,7 +9,7 @@
 //! A caller on a plain thread fetches many items at once through [`Runtime::block_on`]:
 //!
 //! ```
-//! use dlrs_io::{Column, Dataset, FileDataset, FileOptions, Runtime, fetch_many};
+//! use dlrs_io::{Dataset, FileDataset, FileOptions, Runtime, fetch_many};
 //!
 //! let dir = std::env::temp_dir().join(format!("dlrs-io-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir)?;
@@ -24,7 +24,6 @@
 //! assert_eq!(items[1].as_ref().unwrap(), &b"item 0"[..]);
 //! assert!(runtime.block_on(dataset.fetch(3))?.is_err()); // IndexOutOfRange
 //! # std::fs::remove_dir_all(&dir)?;
-//! # let _ = Column::Ints(vec![]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

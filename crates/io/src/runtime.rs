@@ -9,12 +9,17 @@
 //!   the I/O driver, the timers and whatever is spawned. To spread CPU work (TLS, copying bodies)
 //!   over the workers, [`Runtime::spawn`] the futures and await the join handles in `block_on`.
 //! - Several threads may `block_on` the same runtime at once.
+//! - [`Runtime::block_on_checked`] also calls a check (Python's signal check, say) on the
+//!   calling thread at a fixed interval while it waits, and gives up when the check fails.
 //! - After `fork`, the child builds a new runtime on first use; the parent's runtime is leaked
 //!   there, never dropped or joined (its threads do not exist in the child).
 //! - Dropping a [`Runtime`] does not wait for its tasks: they are cancelled in the background.
 
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use futures::future::{Either, select};
 
 use tokio::task::JoinHandle;
 
@@ -104,6 +109,27 @@ impl Runtime {
         Ok(self.handle()?.block_on(future))
     }
 
+    /// Runs `future` like [`Runtime::block_on`], calling `check` on the calling thread every
+    /// `interval` while it waits. When `check` fails, `future` is dropped (cancelled) and the
+    /// check's error is returned as `Ok(Err(e))`.
+    pub fn block_on_checked<F: Future, E>(
+        &self,
+        future: F,
+        interval: Duration,
+        mut check: impl FnMut() -> Result<(), E>,
+    ) -> Result<Result<F::Output, E>, Error> {
+        self.block_on(async move {
+            let mut future = std::pin::pin!(future);
+            loop {
+                let tick = std::pin::pin!(tokio::time::sleep(interval));
+                match select(future.as_mut(), tick).await {
+                    Either::Left((output, _)) => return Ok(output),
+                    Either::Right(((), _)) => check()?,
+                }
+            }
+        })
+    }
+
     /// Spawns `future` on the worker threads.
     pub fn spawn<F>(&self, future: F) -> Result<JoinHandle<F::Output>, Error>
     where
@@ -166,6 +192,36 @@ mod tests {
                 crate::PyKind::RuntimeError
             ))
         );
+    }
+
+    #[test]
+    fn checked_waits_call_the_check_on_the_calling_thread() {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let caller = std::thread::current().id();
+        let mut calls = 0;
+        let result = runtime
+            .block_on_checked(
+                std::future::pending::<()>(),
+                Duration::from_millis(1),
+                || {
+                    assert_eq!(std::thread::current().id(), caller);
+                    calls += 1;
+                    if calls == 3 {
+                        Err("interrupted")
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
+            .unwrap();
+        assert_eq!(result, Err("interrupted"));
+        assert_eq!(calls, 3);
+        let done = runtime
+            .block_on_checked(async { 7 }, Duration::from_secs(3600), || {
+                Err::<(), _>("never")
+            })
+            .unwrap();
+        assert_eq!(done, Ok(7));
     }
 
     #[test]
