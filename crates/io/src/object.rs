@@ -85,7 +85,7 @@ pub struct ObjectStoreDataset {
 struct Inner {
     source: Source,
     store: PerProcess<Arc<dyn ObjectStore>>,
-    /// Where the store is, redacted, for messages (`s3://bucket`).
+    /// The URL (or store and prefix) the keys are under, redacted, for messages.
     base: String,
     prefix: Path,
     keys: Locations,
@@ -158,7 +158,11 @@ impl ObjectStoreDataset {
     ) -> Result<ObjectStoreDataset, Error> {
         let prefix = Path::parse(prefix)
             .map_err(|e| Error::invalid(format!("invalid prefix {prefix:?}: {e}")))?;
-        let base = store.to_string();
+        let base = if prefix.as_ref().is_empty() {
+            store.to_string()
+        } else {
+            format!("{store}/{prefix}")
+        };
         ObjectStoreDataset::build(
             Source::Given(store),
             base,
@@ -218,9 +222,7 @@ impl ObjectStoreDataset {
                 )));
             }
         };
-        let mut base = parsed.clone();
-        base.set_path("");
-        let base = redact_url(base.as_str()).trim_end_matches('/').to_owned();
+        let base = redact_url(url).trim_end_matches('/').to_owned();
         let config = Config {
             url: parsed,
             options: store_options,
@@ -437,20 +439,22 @@ impl Inner {
         })
     }
 
-    fn location(&self, path: &Path) -> String {
-        format!("{}/{}", self.base, path)
+    /// `key` under the base, for messages.
+    fn location(&self, key: &str) -> String {
+        redact_text(&format!("{}/{key}", self.base))
     }
 
     async fn fetch(&self, index: u64) -> Result<Bytes, Error> {
-        let path = self.path(&self.keys.get(index)?)?;
+        let key = self.keys.get(index)?;
+        let path = self.path(&key)?;
         let store = self.store()?;
-        let failed = |e| store_error(e, &self.location(&path), self.retries);
+        let failed = |e| store_error(e, &self.location(&key), self.retries);
         let result = store
             .get_opts(&path, GetOptions::default())
             .await
             .map_err(failed)?;
         let too_large = |size| Error::TooLarge {
-            location: self.location(&path),
+            location: self.location(&key),
             limit: self.max_bytes,
             size,
         };
@@ -593,7 +597,10 @@ mod tests {
             ),
             "{missing:?}"
         );
-        assert!(missing.to_string().contains("tiles/missing"), "{missing}");
+        assert!(
+            missing.to_string().starts_with("InMemory/tiles/missing: "),
+            "{missing}"
+        );
         assert_eq!(
             missing.python_kind(),
             PyKind::OSError {
