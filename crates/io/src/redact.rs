@@ -44,8 +44,10 @@ pub fn redact_text(text: &str) -> String {
     let mut rest = text;
     while let Some(sep) = rest.find("://") {
         let start = rest[..sep]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let end = rest[sep..]
             .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`'))
             .map_or(rest.len(), |i| sep + i);
@@ -101,9 +103,21 @@ mod tests {
         );
         assert_eq!(redact_text("nothing here"), "nothing here");
         assert_eq!(redact_text("://odd?x"), "://odd");
+        assert_eq!(redact_text("é://h/a?q"), "é://h/a");
+        assert_eq!(redact_text("日本https://h/a?q 語"), "日本https://h/a 語");
     }
 
     proptest! {
+        #[test]
+        fn any_text_is_handled(text in any::<String>()) {
+            // Neither panics (char boundaries), and text without a URL is left alone.
+            let _ = redact_url(&text);
+            let redacted = redact_text(&text);
+            if !text.contains("://") {
+                prop_assert_eq!(redacted, text);
+            }
+        }
+
         #[test]
         fn secrets_never_survive(
             user in "[a-z]{1,8}",
