@@ -362,6 +362,44 @@ mod tests {
     }
 
     #[test]
+    fn mixed_faults_in_flight_give_every_item_or_a_typed_error() {
+        let (runtime, server) = setup(|path, n| {
+            let i: usize = path.trim_start_matches("/m/").parse().unwrap();
+            match (i % 5, n) {
+                (0, 1) => Reply::Status(503, vec![("Retry-After", "0".into())]),
+                (1, 1) => Reply::Reset,
+                (2, _) => Reply::Truncated {
+                    announced: 10,
+                    sent: b"abc".to_vec(),
+                },
+                (3, _) => Reply::Stall,
+                _ => Reply::Body(format!("item {i}").into_bytes()),
+            }
+        });
+        let options = HttpOptions {
+            timeout: Some(Duration::from_millis(200)),
+            ..fast(1)
+        };
+        let dataset =
+            HttpDataset::from_template(&server.url("/m/{index}"), vec![], Some(40), options)
+                .unwrap();
+        let indices: Vec<u64> = (0..40).collect();
+        let results = runtime
+            .block_on(crate::fetch_many(&dataset, &indices, 16))
+            .unwrap();
+        assert_eq!(results.len(), 40);
+        for (i, result) in results.into_iter().enumerate() {
+            match (i % 5, result) {
+                (0 | 1 | 4, Ok(body)) => assert_eq!(body, format!("item {i}").as_bytes()),
+                (2, Err(Error::Request { .. })) | (3, Err(Error::Timeout { attempts: 2, .. })) => {}
+                (_, other) => panic!("item {i}: {other:?}"),
+            }
+            let expected_hits = if i % 5 == 4 { 1 } else { 2 };
+            assert_eq!(server.hits(&format!("/m/{i}")), expected_hits, "item {i}");
+        }
+    }
+
+    #[test]
     fn retries_503_then_succeeds() {
         let (runtime, server) = setup(|_, n| {
             if n == 1 {
