@@ -376,8 +376,9 @@ mod tests {
                 _ => Reply::Body(format!("item {i}").into_bytes()),
             }
         });
+        // Long enough that no healthy request of a loaded machine runs out of time.
         let options = HttpOptions {
-            timeout: Some(Duration::from_millis(200)),
+            timeout: Some(Duration::from_secs(1)),
             ..fast(1)
         };
         let dataset =
