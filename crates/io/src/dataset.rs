@@ -14,8 +14,9 @@ pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 
 /// A dataset whose items are bytes fetched by futures.
 ///
-/// The futures are `Send + 'static`, so they can be spawned on a runtime; a caller on a plain
-/// thread drives many at once, for example
+/// The futures are `Send + 'static`, so they can be spawned; they must be polled inside a tokio
+/// runtime with I/O and timers enabled (a [`crate::Runtime`]). A caller on a plain thread drives
+/// many at once with [`fetch_many`], or for example
 /// `runtime.block_on(futures::stream::iter(indices).map(|i| dataset.fetch(i)).buffered(k).collect::<Vec<_>>())`.
 pub trait Dataset: Send + Sync + 'static {
     /// The number of items.
