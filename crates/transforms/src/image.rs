@@ -236,6 +236,13 @@ impl Image {
         }
     }
 
+    /// Strides in bytes of the C-contiguous array of [`Image::shape`].
+    pub fn strides_bytes(&self) -> [usize; 3] {
+        let [_, b, c] = self.shape();
+        let e = self.dtype().size();
+        [b * c * e, c * e, e]
+    }
+
     /// Pillow's mode name of a uint8 HWC image's channels ("L", "LA", "RGB", "RGBA").
     pub fn mode(&self) -> &'static str {
         match self.channels {
@@ -436,6 +443,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(im.shape(), [3, 1, 2]);
+        assert_eq!(im.strides_bytes(), [2, 2, 1]);
         let hwc = im.into_layout(Layout::Hwc);
         assert_eq!(hwc.pixels(), &Pixels::U8(vec![1, 3, 5, 2, 4, 6]));
         assert_eq!(
@@ -448,6 +456,8 @@ mod tests {
     fn as_bytes_is_native_endian() {
         let im = Image::new(1, 1, 1, Layout::Hwc, Pixels::F32(vec![1.0])).unwrap();
         assert_eq!(im.as_bytes(), &1.0f32.to_ne_bytes());
+        let im = Image::new(2, 3, 4, Layout::Hwc, Pixels::F32(vec![0.0; 24])).unwrap();
+        assert_eq!(im.strides_bytes(), [48, 16, 4]);
     }
 
     #[test]
