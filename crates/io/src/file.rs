@@ -200,17 +200,35 @@ mod tests {
     use crate::runtime::Runtime;
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    /// A fresh empty directory under the system's temporary directory.
-    fn temp_dir() -> PathBuf {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "dlrs-io-test-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    /// A fresh empty directory under the system's temporary directory, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static NEXT: AtomicU32 = AtomicU32::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "dlrs-io-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::SeqCst)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl std::ops::Deref for TempDir {
+        type Target = Path;
+
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     fn fetch(dataset: &FileDataset, index: u64) -> Result<Bytes, Error> {
@@ -220,7 +238,7 @@ mod tests {
 
     #[test]
     fn reads_files_and_refuses_out_of_range() {
-        let dir = temp_dir();
+        let dir = TempDir::new();
         std::fs::write(dir.join("a"), b"alpha").unwrap();
         std::fs::write(dir.join("b"), b"").unwrap();
         let dataset =
@@ -236,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_not_found() {
-        let dir = temp_dir();
+        let dir = TempDir::new();
         let missing = dir.join("missing.png");
         let options = FileOptions {
             retry: RetryOptions {
@@ -272,7 +290,7 @@ mod tests {
             "{error}"
         );
         let dir_error = fetch(
-            &FileDataset::new(vec![dir.clone()], FileOptions::default()).unwrap(),
+            &FileDataset::new(vec![dir.to_path_buf()], FileOptions::default()).unwrap(),
             0,
         )
         .unwrap_err();
@@ -290,7 +308,7 @@ mod tests {
 
     #[test]
     fn max_bytes_from_metadata() {
-        let dir = temp_dir();
+        let dir = TempDir::new();
         std::fs::write(dir.join("big"), vec![1; 101]).unwrap();
         std::fs::write(dir.join("fits"), vec![1; 100]).unwrap();
         let options = FileOptions {
@@ -347,7 +365,7 @@ mod tests {
 
     #[test]
     fn templates_make_paths() {
-        let dir = temp_dir();
+        let dir = TempDir::new();
         for (slide, index) in [("a.svs", 0), ("a.svs", 1), ("b c.svs", 2)] {
             std::fs::create_dir_all(dir.join(slide)).unwrap();
             std::fs::write(
@@ -381,7 +399,7 @@ mod tests {
     #[test]
     fn a_stalled_read_times_out() {
         // A FIFO with no writer blocks open() forever: the attempt is cut at the timeout.
-        let dir = temp_dir();
+        let dir = TempDir::new();
         let fifo = dir.join("fifo");
         let status = std::process::Command::new("mkfifo").arg(&fifo).status();
         if !status.is_ok_and(|s| s.success()) {
