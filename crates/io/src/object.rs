@@ -485,7 +485,7 @@ impl Dataset for ObjectStoreDataset {
 
 /// Maps an object_store error at `location` onto [`Error`].
 fn store_error(error: object_store::Error, location: &str, retries: u32) -> Error {
-    let message = redact_text(&chain(&error));
+    let message = shorten(redact_text(&chain(&error)));
     let attempts = attempts_in(&message).unwrap_or(retries + 1);
     let io_error = |kind: io::ErrorKind| Error::Io {
         location: location.to_owned(),
@@ -527,6 +527,27 @@ fn store_error(error: object_store::Error, location: &str, retries: u32) -> Erro
         location: location.to_owned(),
         message,
     }
+}
+
+/// The longest object-store message kept.
+const MAX_MESSAGE: usize = 400;
+
+/// `message` without a quoted XML error document, and at most about [`MAX_MESSAGE`] bytes.
+fn shorten(mut message: String) -> String {
+    if let Some(xml) = message.find("<?xml") {
+        message.truncate(xml);
+        message.truncate(message.trim_end_matches([':', ' ']).len());
+    }
+    message.truncate(message.trim_end().len());
+    if message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
 }
 
 /// The HTTP status in an object_store retry message ("... non-2xx status code: 503 ...").
@@ -945,6 +966,26 @@ mod tests {
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(&error, Error::Timeout { .. }), "{error:?}");
         assert_eq!(error.python_kind(), PyKind::TimeoutError);
+    }
+
+    #[test]
+    fn long_messages_are_shortened() {
+        assert_eq!(
+            shorten(
+                "not found: status code: 404 Not Found: <?xml version=\"1.0\"?><Error/>".into()
+            ),
+            "not found: status code: 404 Not Found"
+        );
+        assert_eq!(shorten("short".into()), "short");
+        assert_eq!(
+            shorten("404 Not Found: Not Found\n".into()),
+            "404 Not Found: Not Found"
+        );
+        let long = shorten("é".repeat(300));
+        assert!(
+            long.len() <= MAX_MESSAGE + '…'.len_utf8() && long.ends_with('…'),
+            "{long}"
+        );
     }
 
     #[test]
