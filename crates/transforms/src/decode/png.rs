@@ -45,6 +45,7 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     let bytes = width * height * out_channels * if wide { 2 } else { 1 };
     limits.check(width, height, bytes)?;
     let mut reader = decoder.read_info().map_err(map_err)?;
+    check_palette(reader.info())?;
     let (color, depth) = reader.output_color_type();
     let channels = color.samples();
     let size = reader
@@ -65,6 +66,40 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
         channels,
         data,
     })
+}
+
+/// Refuses the palettes the `png` crate's expansion cannot take (it would panic): a PLTE
+/// chunk whose length is not a multiple of 3 or above 256 entries, more tRNS entries than
+/// palette entries.
+fn check_palette(info: &::png::Info<'_>) -> Result<(), Error> {
+    if info.color_type != ::png::ColorType::Indexed {
+        return Ok(());
+    }
+    let Some(plte) = info.palette.as_deref() else {
+        return Err(Error::corrupt(
+            Format::Png,
+            "palette image without a PLTE chunk",
+        ));
+    };
+    if plte.is_empty() || plte.len() % 3 != 0 || plte.len() > 256 * 3 {
+        return Err(Error::corrupt(
+            Format::Png,
+            format!("PLTE chunk of {} bytes", plte.len()),
+        ));
+    }
+    if let Some(trns) = info.trns.as_deref()
+        && trns.len() > plte.len() / 3
+    {
+        return Err(Error::corrupt(
+            Format::Png,
+            format!(
+                "tRNS chunk of {} entries for a palette of {}",
+                trns.len(),
+                plte.len() / 3
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Big-endian 16-bit samples to 8 bits as Pillow loads them: a grey image (`I;16`) converts by
@@ -298,6 +333,56 @@ pub(crate) mod tests {
             .decode(&png)
             .unwrap_err();
         assert!(matches!(err, Error::AllocationTooLarge { .. }), "{err}");
+    }
+
+    /// A PNG of the given chunks (after the signature).
+    fn chunks(list: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        for (kind, data) in list {
+            let mut body = kind.to_vec();
+            body.extend(*data);
+            png.extend((data.len() as u32).to_be_bytes());
+            png.extend(&body);
+            png.extend(crc32(&body).to_be_bytes());
+        }
+        png
+    }
+
+    #[test]
+    fn malformed_palettes_are_errors_not_panics() {
+        // 2 x 1, 8-bit palette; one zlib-compressed row of filter 0 and indices 0, 1.
+        let ihdr = [0, 0, 0, 2, 0, 0, 0, 1, 8, 3, 0, 0, 0];
+        let idat = [
+            0x78, 0x9c, 0x63, 0x60, 0x60, 0x04, 0x00, 0x00, 0x04, 0x00, 0x02,
+        ];
+        let ok = chunks(&[
+            (b"IHDR", &ihdr),
+            (b"PLTE", &[1, 2, 3, 4, 5, 6]),
+            (b"IDAT", &idat),
+            (b"IEND", &[]),
+        ]);
+        assert_eq!(decode_u8(&ok), (3, vec![1, 2, 3, 4, 5, 6]));
+        // Found by the decode_png fuzz target: a PLTE of 49 bytes made the png crate panic.
+        let bad = chunks(&[
+            (b"IHDR", &ihdr),
+            (b"PLTE", &[7; 49]),
+            (b"IDAT", &idat),
+            (b"IEND", &[]),
+        ]);
+        let err = Decode::default().decode(&bad).unwrap_err();
+        assert_eq!(err.to_string(), "corrupt PNG image: PLTE chunk of 49 bytes");
+        let bad = chunks(&[
+            (b"IHDR", &ihdr),
+            (b"PLTE", &[1, 2, 3, 4, 5, 6]),
+            (b"tRNS", &[0, 0, 0]),
+            (b"IDAT", &idat),
+            (b"IEND", &[]),
+        ]);
+        let err = Decode::default().decode(&bad).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "corrupt PNG image: tRNS chunk of 3 entries for a palette of 2"
+        );
     }
 
     #[test]
