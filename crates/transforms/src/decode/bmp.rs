@@ -329,6 +329,9 @@ impl Field {
         let v = (px & self.mask) >> self.shift;
         if self.max == 255 {
             v as u8
+        } else if self.max == 0 {
+            // An empty (alpha) mask.
+            0
         } else {
             (v * 255 / self.max) as u8
         }
@@ -347,6 +350,15 @@ fn decode_direct(d: &[u8], h: &Header) -> Result<Raw, Error> {
         Field::new(masks[2])?,
         Field::new(masks[3])?,
     ];
+    if [r, g, b].iter().any(|f| f.mask == 0) {
+        return Err(Error::unsupported(
+            Format::Bmp,
+            format!(
+                "bit field masks {:#x?} without a colour channel",
+                &masks[..3]
+            ),
+        ));
+    }
     let channels = if a.mask != 0 { 4 } else { 3 };
     let src = rows(d, h)?;
     let stride = stride(h);
@@ -464,6 +476,22 @@ pub(crate) mod tests {
         assert_eq!(
             decode(&bmp(1, 1, 16, RGB, &[], &[], &row)),
             (1, 1, 3, vec![255, 131, 8])
+        );
+        // An empty colour mask is refused, as Pillow does (found by the decode_bmp fuzz
+        // target: it divided by zero).
+        let masks = [0xf800, 0, 0x001f];
+        let err = Decode::default()
+            .decode(&bmp(1, 1, 16, BITFIELDS, &[], &masks, &[0xff, 0xff, 0, 0]))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Unsupported {
+                    format: Format::Bmp,
+                    ..
+                }
+            ),
+            "{err}"
         );
         // 565 bit fields: g = 63 -> 255.
         let px: u16 = (1 << 11) | (63 << 5);
