@@ -329,11 +329,9 @@ impl Field {
         let v = (px & self.mask) >> self.shift;
         if self.max == 255 {
             v as u8
-        } else if self.max == 0 {
-            // An empty (alpha) mask.
-            0
         } else {
-            (v * 255 / self.max) as u8
+            // An empty (alpha) mask has no values: 0.
+            (v * 255).checked_div(self.max).map_or(0, |x| x as u8)
         }
     }
 }
