@@ -15,6 +15,15 @@ pub enum BatchLayout {
     Nhwc,
 }
 
+impl std::fmt::Display for BatchLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BatchLayout::Nchw => "NCHW",
+            BatchLayout::Nhwc => "NHWC",
+        })
+    }
+}
+
 impl std::str::FromStr for BatchLayout {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
@@ -387,6 +396,8 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, Error::DtypeMismatch { index: 0, .. }));
         assert!("nchw".parse::<BatchLayout>().is_err());
+        assert_eq!("NHWC".parse::<BatchLayout>().unwrap(), BatchLayout::Nhwc);
+        assert_eq!(BatchLayout::Nchw.to_string(), "NCHW");
     }
 
     #[test]
