@@ -1,7 +1,8 @@
 //! The Python bindings of dataloader-rs: the `dataloader_rs._native` extension module.
 //!
 //! - [`loader`]: the native loader over a Python dataset and the iterator of an epoch.
-//! - [`source`]: a Python dataset as a core `Source` (getitem, transform, collate).
+//! - [`source`]: a Python dataset as a core `Source` (getitem, getitems).
+//! - [`pipeline`]: what happens to each item after its fetch: transform, collation.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //!
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 
 pub mod errors;
 pub mod loader;
+pub mod pipeline;
 pub mod seam;
 pub mod source;
 

@@ -12,6 +12,7 @@ use pyo3::types::{PyBool, PyType};
 use dlrs_core::{Config, Epoch, Indices, Order, Recv, Shuffle};
 
 use crate::errors::{core_error, load_error};
+use crate::pipeline::{Collate, ItemTransform, Pipeline};
 use crate::seam::{Slice, wait_interruptibly};
 use crate::source::{Calls, PySource};
 
@@ -50,12 +51,15 @@ impl Loader {
             .getattr("CoroutineType")?
             .cast_into::<PyType>()?
             .unbind();
+        let pipeline = Pipeline {
+            transform: transform.map(ItemTransform::Python),
+            collate: collate_fn.map_or(Collate::List, Collate::Python),
+            return_indices,
+        };
         let calls = Calls {
             getitem,
             getitems,
-            transform,
-            collate: collate_fn,
-            return_indices,
+            pipeline,
             coroutine_type,
         };
         let config = Config {

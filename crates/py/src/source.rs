@@ -6,17 +6,18 @@ use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple, PyType};
+use pyo3::types::{PyList, PyType};
 
 use dlrs_core::{BatchCtx, LoadError, Source};
+
+use crate::pipeline::Pipeline;
 
 /// The Python callables of one loader.
 pub struct Calls {
     pub getitem: Py<PyAny>,
     pub getitems: Option<Py<PyAny>>,
-    pub transform: Option<Py<PyAny>>,
-    pub collate: Option<Py<PyAny>>,
-    pub return_indices: bool,
+    /// The transform, the collation and `return_indices`.
+    pub pipeline: Pipeline,
     /// `types.CoroutineType`: a plain `__getitem__` returning one forgot an `await`.
     pub coroutine_type: Py<PyType>,
 }
@@ -39,23 +40,11 @@ impl Calls {
         Ok(())
     }
 
-    fn transform<'py>(
-        &self,
-        py: Python<'py>,
-        index: u64,
-        sample: Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        match &self.transform {
-            Some(t) => t.bind(py).call1((index, sample)),
-            None => Ok(sample),
-        }
-    }
-
     /// `__getitem__(index)` then the transform.
     fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
         let sample = self.getitem.bind(py).call1((index,))?;
         self.check_not_coroutine(py, &sample, "__getitem__")?;
-        self.transform(py, index, sample)
+        self.pipeline.transform_attached(py, index, sample)
     }
 
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
@@ -70,7 +59,7 @@ impl Calls {
                     return Err(wrong_count(indices.len(), pos + 1, true));
                 }
                 self.check_not_coroutine(py, &sample, "__getitems__")?;
-                list.append(self.transform(py, indices[pos], sample)?)?;
+                list.append(self.pipeline.transform_attached(py, indices[pos], sample)?)?;
             }
             if list.len() != indices.len() {
                 return Err(wrong_count(indices.len(), list.len(), false));
@@ -83,29 +72,7 @@ impl Calls {
             }
             list
         };
-        self.finish(py, list, indices)
-    }
-
-    /// `collate_fn` over the list of samples, and the indices when asked for.
-    fn finish(
-        &self,
-        py: Python<'_>,
-        samples: Bound<'_, PyList>,
-        indices: &[u64],
-    ) -> PyResult<Py<PyAny>> {
-        let batch = match &self.collate {
-            Some(c) => c.bind(py).call1((samples,))?,
-            None => samples.into_any(),
-        };
-        if self.return_indices {
-            Ok(
-                PyTuple::new(py, [batch, PyList::new(py, indices)?.into_any()])?
-                    .into_any()
-                    .unbind(),
-            )
-        } else {
-            Ok(batch.unbind())
-        }
+        self.pipeline.collate_attached(py, list, indices)
     }
 }
 
@@ -139,7 +106,7 @@ impl Source for PySource {
             })?;
             return Python::attach(|py| {
                 let list = PyList::new(py, items)?;
-                self.calls.finish(py, list, indices)
+                self.calls.pipeline.collate_attached(py, list, indices)
             })
             .map_err(LoadError::Source);
         }
