@@ -12,7 +12,7 @@ use pyo3::types::{PyBool, PyType};
 use dlrs_core::{Config, Epoch, Indices, Order, Recv, Shuffle};
 
 use crate::errors::{core_error, load_error};
-use crate::pipeline::{Collate, ItemTransform, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::seam::{Slice, wait_interruptibly};
 use crate::source::{Calls, PySource};
 
@@ -51,11 +51,7 @@ impl Loader {
             .getattr("CoroutineType")?
             .cast_into::<PyType>()?
             .unbind();
-        let pipeline = Pipeline {
-            transform: transform.map(ItemTransform::Python),
-            collate: collate_fn.map_or(Collate::List, Collate::Python),
-            return_indices,
-        };
+        let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
         let calls = Calls {
             getitem,
             getitems,

@@ -48,6 +48,20 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
+    /// The pipeline of `PyDataloader(transform=..., collate_fn=..., return_indices=...)`:
+    /// Python callables (one-argument transforms were wrapped in Python already).
+    pub fn from_py(
+        transform: Option<Py<PyAny>>,
+        collate_fn: Option<Py<PyAny>>,
+        return_indices: bool,
+    ) -> Self {
+        Self {
+            transform: transform.map(ItemTransform::Python),
+            collate: collate_fn.map_or(Collate::List, Collate::Python),
+            return_indices,
+        }
+    }
+
     /// Transforms a Python sample on a thread that holds the interpreter.
     pub fn transform_attached<'py>(
         &self,
