@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# Free-threaded CPython 3.13t for dataloader-rs: build it, make a venv on it, run the suite on it.
+#
+#   scripts/python-ft.sh interpreter        build /opt/dlrs/python3.13t unless a good one is there
+#   scripts/python-ft.sh venv [DIR]         venv (default: <repo>/.venv-ft) with the pinned test deps
+#   scripts/python-ft.sh test [PYTEST ARGS] both of the above, `maturin develop --release`, pytest tests
+#                                           (venv: $DLRS_PYFT_VENV, default <repo>/.venv-ft)
+#
+# Every command is idempotent. The build needs root (apt-get, /etc/apt, /opt); see docs/free-threaded.md.
+set -euo pipefail
+shopt -s inherit_errexit
+
+PREFIX="${DLRS_PYFT_PREFIX:-/opt/dlrs/python3.13t}"
+PY="$PREFIX/bin/python3.13t"
+STAMP="$PREFIX/.dlrs-build-ok"
+WORK="${DLRS_PYFT_WORK:-/tmp/dlrs-python-ft}"
+LOG="$WORK/build.log"
+SRC_LIST=/etc/apt/sources.list.d/dlrs-trixie-src.sources
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Pins (see docs/free-threaded.md for what was checked): NumPy 2.4.x and Pillow 12.2.x ship cp313t
+# wheels (Pillow 12.3+ does not); Hypothesis 6.156+ has a compiled core built with PyO3 >= 0.29, which
+# refuses 3.13t, so 6.155.x is its last release usable here. Wheels only: never build from source.
+PINS=(
+  "numpy==2.4.*"
+  "pillow==12.2.*"
+  "pytest"
+  "pytest-timeout"
+  "hypothesis<6.156"
+  "maturin>=1.9,<2"
+)
+# Bookworm binary packages the build needs (bookworm only: trixie is added as deb-src, never as deb).
+BUILD_DEPS=(build-essential dpkg-dev xz-utils pkg-config libssl-dev zlib1g-dev libffi-dev libbz2-dev
+  liblzma-dev libsqlite3-dev libreadline-dev uuid-dev)
+# Extension modules that must have been built; a missing one means a build dependency was missing.
+REQUIRED_MODULES="ssl zlib _ctypes bz2 lzma sqlite3 readline _uuid hashlib"
+
+say() { printf 'python-ft: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# Run a command with its output going to $LOG; on failure print the tail of the log and stop.
+logged() {
+  printf '\n+ %s\n' "$*" >>"$LOG"
+  if ! "$@" >>"$LOG" 2>&1; then
+    say "failed: $*"
+    say "last 40 lines of $LOG:"
+    tail -n 40 "$LOG" >&2
+    exit 1
+  fi
+}
+
+# True when $PY is a finished free-threaded build with the GIL off by default and all required modules.
+interpreter_ok() {
+  [[ -x "$PY" && -f "$STAMP" ]] || return 1
+  env -u PYTHON_GIL "$PY" - "$REQUIRED_MODULES" <<'EOF' >/dev/null 2>&1
+import importlib, os, site, sys, sysconfig
+assert sysconfig.get_config_var("Py_GIL_DISABLED") == 1
+assert sys._is_gil_enabled() is False
+# Upstream layout (a Debian-patched site.py would list dist-packages directories instead).
+assert os.path.join(sys.prefix, "lib", "python3.13t", "site-packages") in site.getsitepackages()
+for name in sys.argv[1].split():
+    importlib.import_module(name)
+EOF
+}
+
+# The URI of the machine's existing Debian archive entry (deb822 or one-line format).
+debian_uri() {
+  local uri
+  uri="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+    awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' |
+    grep -E '/debian/?$' | head -n 1 || true)"
+  if [[ -z "$uri" ]]; then
+    uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+      awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' |
+      grep -E '/debian/?$' | head -n 1 || true)"
+  fi
+  printf '%s\n' "${uri:-http://deb.debian.org/debian}"
+}
+
+apt_setup() {
+  export DEBIAN_FRONTEND=noninteractive
+  local missing=() pkg updated=0
+  for pkg in "${BUILD_DEPS[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  local want
+  want="$(printf 'Types: deb-src\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: %s\n' \
+    "$(debian_uri)" /usr/share/keyrings/debian-archive-keyring.gpg)"
+  if [[ ! -f "$SRC_LIST" ]] || [[ "$(cat "$SRC_LIST")" != "$want" ]]; then
+    say "adding $SRC_LIST (trixie sources only, no trixie binaries)"
+    printf '%s\n' "$want" >"$SRC_LIST"
+    logged apt-get update
+    updated=1
+  fi
+  if ((${#missing[@]})); then
+    ((updated)) || logged apt-get update
+    updated=1
+    say "installing build dependencies: ${missing[*]}"
+    logged apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+  if ! apt-cache showsrc python3.13 2>/dev/null | grep -q '^Package: python3.13$'; then
+    ((updated)) || logged apt-get update
+    apt-cache showsrc python3.13 2>/dev/null | grep -q '^Package: python3.13$' ||
+      die "source package python3.13 not found after apt-get update (is $SRC_LIST reachable?)"
+  fi
+}
+
+# Debian's patch series has two kinds of patches: upstream fixes (CVEs, crash fixes backported from
+# CPython) and Debian integration (dist-packages layout, multiarch, ensurepip disabled, ...). The
+# integration patches break a free-threaded build outside /usr: Debian's site.py looks for a venv's
+# packages in lib/python3.13/site-packages while venv and pip use lib/python3.13t/site-packages, so
+# nothing installed in a venv can be imported. Apply the upstream fixes only, in series order; any
+# patch that does not apply cleanly stops the build. Prints the names of the applied patches.
+apply_upstream_fixes() {
+  local srcdir="$1" p applied=()
+  while read -r p; do
+    [[ "$p" =~ ^(CVE-[0-9]+-[0-9]+(-[0-9]+)?\.patch|ssl-[a-z-]+\.patch|dict-use-after-free\.patch|traverse-managed-dicts\.patch|gchead-alignment\.diff|issue[0-9]+\.diff|revert-logger-disable\.diff)$ ]] ||
+      continue
+    (cd "$srcdir" && logged patch -p1 --forward --batch --no-backup-if-mismatch -i "debian/patches/$p")
+    applied+=("$p")
+  done < <(grep -v -E '^[[:space:]]*(#|$)' "$srcdir/debian/patches/series")
+  printf '%s\n' "${applied[@]}"
+}
+
+cmd_interpreter() {
+  if interpreter_ok; then
+    printf '%s\n' "$PY"
+    return
+  fi
+  [[ "$(id -u)" == 0 ]] || die "building the interpreter needs root (apt-get, /etc/apt, $PREFIX)"
+  rm -rf "$WORK"
+  mkdir -p "$WORK/src"
+  : >"$LOG"
+  say "building free-threaded CPython into $PREFIX (log: $LOG)"
+  local t0=$SECONDS
+  apt_setup
+  say "fetching the python3.13 source package (trixie)"
+  (cd "$WORK/src" && logged apt-get source --download-only python3.13)
+  local dsc srcdir="$WORK/src/python3.13" srcver
+  dsc="$(find "$WORK/src" -maxdepth 1 -name 'python3.13_*.dsc' | head -n 1)"
+  [[ -n "$dsc" ]] || die "apt-get source produced no python3.13_*.dsc (see $LOG)"
+  # Pristine upstream sources plus only Debian's upstream fixes (see apply_upstream_fixes).
+  logged dpkg-source -x --skip-patches "$dsc" "$srcdir"
+  srcver="$(cd "$srcdir" && dpkg-parsechangelog -S Version)"
+  local fixes
+  fixes="$(apply_upstream_fixes "$srcdir")"
+  say "configuring $srcver"
+  # --with-ensurepip=no: the base interpreter stays without pip; venvs get theirs from ensurepip.
+  # --disable-test-modules: CPython's own test suite is neither built nor installed (140 MB, minutes).
+  local configure_args=(--disable-gil --prefix="$PREFIX" --with-ensurepip=no --disable-test-modules)
+  (cd "$srcdir" && logged ./configure "${configure_args[@]}")
+  say "compiling with $(nproc) jobs"
+  (cd "$srcdir" && logged make -j"$(nproc)")
+  # A clean prefix: nothing of an earlier (failed or differently patched) install survives.
+  [[ "$PREFIX" == /?*/?* ]] || die "refusing to clear PREFIX=$PREFIX"
+  rm -rf "$PREFIX"
+  (cd "$srcdir" && logged make install)
+  {
+    printf 'source: Debian python3.13 %s (trixie), upstream tree + these Debian patches:\n' "$srcver"
+    printf '%s\n' "$fixes" | sed 's/^/  /'
+    printf 'configure %s\n' "${configure_args[*]}"
+  } >"$STAMP"
+  interpreter_ok || die "$PY was installed but is not a working free-threaded build (see $LOG)"
+  say "built in $((SECONDS - t0)) s; removing $WORK/src"
+  rm -rf "$WORK/src"
+  printf '%s\n' "$PY"
+}
+
+# True when DIR is a venv on $PY holding versions that satisfy all of PINS.
+venv_ok() {
+  local dir="$1"
+  [[ -x "$dir/bin/python" ]] || return 1
+  env -u PYTHON_GIL "$dir/bin/python" - "$PY" "${PINS[@]}" <<'EOF' >/dev/null 2>&1
+import os, sys
+from importlib.metadata import version
+from pip._vendor.packaging.requirements import Requirement
+assert sys.prefix != sys.base_prefix
+assert os.path.realpath(sys._base_executable) == os.path.realpath(sys.argv[1])
+for spec in sys.argv[2:]:
+    req = Requirement(spec)
+    assert req.specifier.contains(version(req.name), prereleases=True), spec
+EOF
+}
+
+cmd_venv() {
+  local dir="${1:-$REPO_ROOT/.venv-ft}"
+  cmd_interpreter >/dev/null
+  if ! venv_ok "$dir"; then
+    mkdir -p "$WORK"
+    [[ -f "$LOG" ]] || : >"$LOG"
+    if [[ -x "$dir/bin/python" ]] && ! env -u PYTHON_GIL "$dir/bin/python" -c \
+      'import os,sys; sys.exit(os.path.realpath(sys._base_executable) != os.path.realpath(sys.argv[1]))' \
+      "$PY" 2>/dev/null; then
+      say "$dir is a venv on another interpreter; recreating it"
+      rm -rf "$dir"
+    fi
+    if [[ ! -x "$dir/bin/python" ]]; then
+      say "creating venv $dir"
+      logged "$PY" -m venv "$dir"
+    fi
+    say "installing ${PINS[*]} into $dir"
+    logged env -u PYTHON_GIL "$dir/bin/python" -m pip install --disable-pip-version-check -q \
+      --only-binary=:all: "${PINS[@]}"
+    venv_ok "$dir" || die "$dir does not satisfy ${PINS[*]} after pip install (see $LOG)"
+  fi
+  printf '%s\n' "$dir"
+}
+
+cmd_test() {
+  local venv
+  venv="$(cmd_venv "${DLRS_PYFT_VENV:-$REPO_ROOT/.venv-ft}")"
+  cd "$REPO_ROOT"
+  [[ -f pyproject.toml ]] || die "no pyproject.toml in $REPO_ROOT: nothing to build"
+  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO_ROOT/target/python-ft}"
+  say "maturin develop --release (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+  # PYTHON_GIL is removed on purpose: the module itself must keep the GIL off.
+  env -u PYTHON_GIL -u CONDA_PREFIX VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
+    "$venv/bin/maturin" develop --release --quiet
+  env -u PYTHON_GIL "$venv/bin/python" -m pytest tests "$@"
+}
+
+usage() {
+  sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+case "${1:-}" in
+  interpreter) shift; (($# == 0)) || usage; cmd_interpreter ;;
+  venv) shift; (($# <= 1)) || usage; cmd_venv "$@" ;;
+  test) shift; cmd_test "$@" ;;
+  *) usage ;;
+esac
