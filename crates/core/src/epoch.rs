@@ -286,7 +286,56 @@ impl<S: Source> Drop for Epoch<S> {
     }
 }
 
+/// What a worker found when it went for its next batch.
+enum Claim {
+    /// This batch is its to load.
+    Got(u64),
+    /// The ring is full (only when asked not to wait).
+    Full,
+    /// The epoch is over or abandoned.
+    Stop,
+}
+
+/// Stores the batch a worker finished (waking the consumer if it waits for that one), then
+/// claims the next batch, waiting for room in the ring only when `may_wait`.
+fn store_and_claim<S: Source>(
+    shared: &Shared<S>,
+    ctx: &BatchCtx,
+    done: &mut Option<Finished<S>>,
+    num_batches: u64,
+    may_wait: bool,
+) -> Claim {
+    let mut ring = lock(&shared.ring);
+    if let Some((b, outcome)) = done.take() {
+        let slot = usize::try_from(b % shared.capacity).unwrap_or(0);
+        ring.slots[slot] = Some(outcome);
+        if b == ring.next_deliver && ring.consumer_waiting {
+            shared.ready.notify_one();
+        }
+    }
+    loop {
+        if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
+            return Claim::Stop;
+        }
+        if ring.next_claim < ring.next_deliver + shared.capacity {
+            let b = ring.next_claim;
+            ring.next_claim += 1;
+            ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
+            return Claim::Got(b);
+        }
+        if !may_wait {
+            return Claim::Full;
+        }
+        ring.workers_waiting += 1;
+        ring = wait(&shared.space, ring);
+        ring.workers_waiting -= 1;
+    }
+}
+
 /// A worker: claims the next batch the ring has room for, loads it, puts it in its slot.
+///
+/// Batches that can be claimed at once are loaded in one [`Source::session`] (one attachment to
+/// an interpreter, say); the worker leaves the session before it waits for room in the ring.
 fn run_worker<S: Source>(
     shared: &Shared<S>,
     source: &S,
@@ -297,30 +346,24 @@ fn run_worker<S: Source>(
     let mut indices = Vec::new();
     let mut done: Option<Finished<S>> = None;
     loop {
-        let mut ring = lock(&shared.ring);
-        if let Some((b, outcome)) = done.take() {
-            let slot = usize::try_from(b % shared.capacity).unwrap_or(0);
-            ring.slots[slot] = Some(outcome);
-            if b == ring.next_deliver && ring.consumer_waiting {
-                shared.ready.notify_one();
-            }
-        }
-        let b = loop {
-            if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
-                return;
-            }
-            if ring.next_claim < ring.next_deliver + shared.capacity {
-                break ring.next_claim;
-            }
-            ring.workers_waiting += 1;
-            ring = wait(&shared.space, ring);
-            ring.workers_waiting -= 1;
+        let Claim::Got(first) = store_and_claim(shared, &ctx, &mut done, num_batches, true) else {
+            return;
         };
-        ring.next_claim += 1;
-        ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
-        drop(ring);
-        plan.fill_batch(b, &mut indices);
-        ctx.batch = b;
-        done = Some((b, load(source, &indices, &ctx)));
+        let over = source.session(|| {
+            let mut b = first;
+            loop {
+                plan.fill_batch(b, &mut indices);
+                ctx.batch = b;
+                done = Some((b, load(source, &indices, &ctx)));
+                match store_and_claim(shared, &ctx, &mut done, num_batches, false) {
+                    Claim::Got(next) => b = next,
+                    Claim::Full => return false,
+                    Claim::Stop => return true,
+                }
+            }
+        });
+        if over {
+            return;
+        }
     }
 }

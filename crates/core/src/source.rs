@@ -31,6 +31,13 @@ pub trait Source: Send + Sync + 'static {
         indices: &[u64],
         ctx: &BatchCtx,
     ) -> Result<Self::Batch, LoadError<Self::Error>>;
+
+    /// Runs `f`, which loads one or more batches back to back on this worker, inside one
+    /// session of the source: a source that must take a lock or an interpreter to load can take
+    /// it once for the whole run. `f` never waits for the consumer. The default just calls `f`.
+    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
 }
 
 /// What a batch being loaded can ask of its loader.

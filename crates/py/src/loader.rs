@@ -68,6 +68,7 @@ impl Loader {
         let inner = dlrs_core::Loader::new(
             PySource {
                 calls: Arc::new(calls),
+                item_concurrency,
             },
             config,
         )

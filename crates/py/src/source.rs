@@ -90,6 +90,9 @@ fn wrong_count(expected: usize, got: usize, more: bool) -> PyErr {
 /// A Python dataset, loaded a batch at a time.
 pub struct PySource {
     pub calls: Arc<Calls>,
+    /// Items of one batch fetched at once; above 1 a worker must not hold the interpreter
+    /// while its helpers (which need it) fetch.
+    pub item_concurrency: usize,
 }
 
 impl Source for PySource {
@@ -111,5 +114,15 @@ impl Source for PySource {
             .map_err(LoadError::Source);
         }
         Python::attach(|py| self.calls.batch(py, indices)).map_err(LoadError::Source)
+    }
+
+    /// A worker keeps the interpreter across the batches it can load back to back: under the
+    /// GIL, each hand-over between threads costs more than a small batch.
+    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.item_concurrency > 1 {
+            f()
+        } else {
+            Python::attach(|_| f())
+        }
     }
 }
