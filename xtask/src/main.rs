@@ -58,14 +58,16 @@ fn venv() -> Result<PathBuf> {
     Ok(python)
 }
 
-/// Builds the extension (release) into the venv of `python`.
-fn develop(python: &Path) -> Result<()> {
+/// Builds the extension into the venv of `python`: a debug build for the tests (it reuses what
+/// `cargo test` compiled), a release build for benchmarks and demos.
+fn develop(python: &Path, release: bool) -> Result<()> {
     let venv = python
         .parent()
         .and_then(Path::parent)
         .context("venv layout")?;
     run(Command::new(venv.join("bin/maturin"))
-        .args(["develop", "--release", "--quiet"])
+        .args(["develop", "--quiet"])
+        .args(if release { &["--release"][..] } else { &[][..] })
         .env("VIRTUAL_ENV", venv)
         .env_remove("CONDA_PREFIX"))
 }
@@ -78,7 +80,7 @@ fn pytest(python: &Path, extra: &[String]) -> Result<()> {
 
 fn py_test(extra: &[String]) -> Result<()> {
     let python = venv()?;
-    develop(&python)?;
+    develop(&python, false)?;
     pytest(&python, extra)
 }
 
@@ -121,7 +123,7 @@ fn main() -> Result<()> {
             cargo(&["test", "--workspace", "--quiet"])?;
             let python = venv()?;
             ruff(&python)?;
-            develop(&python)?;
+            develop(&python, false)?;
             pytest(&python, rest)?;
             python_ft(rest)
         }
@@ -134,12 +136,12 @@ fn main() -> Result<()> {
         "lint" => lint(),
         "demo" => {
             let python = venv()?;
-            develop(&python)?;
+            develop(&python, true)?;
             run(Command::new(&python).arg("examples/quickstart.py"))
         }
         "bench" => {
             let python = venv()?;
-            develop(&python)?;
+            develop(&python, true)?;
             run(Command::new(&python).arg("benches/compare.py").args(rest))
         }
         _ => {
