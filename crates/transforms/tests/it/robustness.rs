@@ -1,6 +1,6 @@
 //! No byte string makes a decoder panic; damaged fixtures give a decoding error.
 
-use dlrs_transforms::{Decode, Error};
+use dlrs_transforms::{Decode, Error, Format};
 use proptest::prelude::*;
 
 use crate::fixture;
@@ -92,6 +92,11 @@ proptest! {
             4 => b"BM",
             _ => b"",
         };
+        for format in [Format::Png, Format::Jpeg, Format::WebP, Format::Tiff, Format::Bmp] {
+            if let Err(e) = Decode::default().decode_as(format, &data) {
+                prop_assert!(is_decoding_error(&e), "{format}: {e:?}");
+            }
+        }
         data.splice(0..0, magic.iter().copied());
         if let Err(e) = Decode::default().decode(&data) {
             prop_assert!(is_decoding_error(&e), "{e:?}");
