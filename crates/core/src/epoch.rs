@@ -116,6 +116,7 @@ impl<S: Source> std::fmt::Debug for Epoch<S> {
 
 impl<S: Source> Epoch<S> {
     /// Starts an epoch: with `num_workers > 0`, that many workers start loading at once.
+    /// Starts an epoch at batch `start` (0 for a whole epoch; more to resume one).
     pub(crate) fn start(
         source: Arc<S>,
         plan: EpochPlan,
@@ -123,18 +124,20 @@ impl<S: Source> Epoch<S> {
         num_workers: usize,
         prefetch_depth: usize,
         item_concurrency: usize,
+        start: u64,
     ) -> Self {
         let plan = Arc::new(plan);
         let num_batches = plan.num_batches();
+        let start = start.min(num_batches);
         let cancelled = Arc::new(AtomicBool::new(false));
         let mode = if num_workers == 0 {
-            Mode::Inline(Mutex::new(0))
+            Mode::Inline(Mutex::new(start))
         } else {
             let capacity = (num_workers + prefetch_depth) as u64;
             let shared = Arc::new(Shared {
                 ring: Mutex::new(Ring {
-                    next_claim: 0,
-                    next_deliver: 0,
+                    next_claim: start,
+                    next_deliver: start,
                     slots: std::iter::repeat_with(|| None)
                         .take(num_workers + prefetch_depth)
                         .collect(),
@@ -148,7 +151,7 @@ impl<S: Source> Epoch<S> {
             });
             let runners = u64::try_from(num_workers)
                 .unwrap_or(u64::MAX)
-                .min(num_batches);
+                .min(num_batches - start);
             for _ in 0..runners {
                 let (shared, source, plan) =
                     (Arc::clone(&shared), Arc::clone(&source), Arc::clone(&plan));
@@ -182,11 +185,17 @@ impl<S: Source> Epoch<S> {
     /// The number of batches not yet handed out.
     #[must_use]
     pub fn remaining(&self) -> u64 {
-        let delivered = match &self.mode {
+        self.num_batches - self.position()
+    }
+
+    /// The number of the next batch to hand out: the batches before it were handed out (or
+    /// skipped by a resumed epoch). Prefetched batches not yet handed out do not count.
+    #[must_use]
+    pub fn position(&self) -> u64 {
+        match &self.mode {
             Mode::Inline(next) => *lock(next),
             Mode::Workers(shared) => lock(&shared.ring).next_deliver,
-        };
-        self.num_batches - delivered
+        }
     }
 
     /// The most batches that were in progress or waiting at once (for tests and stats).

@@ -27,5 +27,5 @@ pub use error::Error;
 pub use loader::{Config, Loader};
 pub use plan::EpochPlan;
 pub use pool::Pool;
-pub use sampler::{Indices, Order, Permutation, Shuffle};
+pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};
 pub use source::{BatchCtx, Source};

@@ -138,9 +138,21 @@ impl<S: Source> Loader<S> {
         self.epochs.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Sets the number of the next epoch (to resume a run).
+    pub fn set_next_epoch(&self, epoch: u64) {
+        self.epochs.store(epoch, Ordering::Relaxed);
+    }
+
     /// Starts an epoch over `order`. Workers start loading at once; in a forked child, the
     /// pool is rebuilt first.
     pub fn epoch(&self, order: Order) -> Epoch<S> {
+        self.epoch_from(order, 0)
+    }
+
+    /// Starts an epoch over `order` at batch `start`: the batches before it are not loaded
+    /// (mid-epoch resume). The order and batch size decide the batches, so a resumed epoch
+    /// gives the same batches whatever the number of workers.
+    pub fn epoch_from(&self, order: Order, start: u64) -> Epoch<S> {
         let pool = lock(&self.pool).for_this_process().clone();
         let c = &self.config;
         Epoch::start(
@@ -150,6 +162,7 @@ impl<S: Source> Loader<S> {
             c.num_workers,
             c.prefetch_depth,
             c.item_concurrency,
+            start,
         )
     }
 }

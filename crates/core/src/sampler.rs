@@ -265,6 +265,48 @@ pub enum Order {
     Shuffled(Permutation),
     /// The indices a user sampler yielded, in its order.
     Explicit(std::sync::Arc<Indices>),
+    /// One rank's share of another order (see [`Order::shard`]).
+    Sharded(std::sync::Arc<Shard>),
+}
+
+/// One rank's share of an order, with the partition rule of torch's `DistributedSampler`.
+#[derive(Debug, Clone)]
+pub struct Shard {
+    base: Order,
+    rank: u64,
+    world_size: u64,
+    len: u64,
+}
+
+impl Order {
+    /// The share of rank `rank` among `world_size` ranks, as torch's `DistributedSampler` cuts
+    /// it: every rank gets the same number of items, the order padded by repeating it from its
+    /// start (or trimmed with `drop_last`), and rank r takes every `world_size`-th position from
+    /// r. Together the ranks cover the order; without padding they are disjoint.
+    ///
+    /// # Panics
+    /// If `world_size` is 0 or `rank >= world_size` (checked by the callers).
+    #[must_use]
+    pub fn shard(self, rank: u64, world_size: u64, drop_last: bool) -> Order {
+        assert!(
+            world_size >= 1 && rank < world_size,
+            "rank {rank} of {world_size}"
+        );
+        let n = self.len();
+        let len = if n == 0 {
+            0
+        } else if drop_last {
+            n / world_size
+        } else {
+            n.div_ceil(world_size)
+        };
+        Order::Sharded(std::sync::Arc::new(Shard {
+            base: self,
+            rank,
+            world_size,
+            len,
+        }))
+    }
 }
 
 impl Order {
@@ -275,6 +317,7 @@ impl Order {
             Self::Sequential { len } => *len,
             Self::Shuffled(p) => p.len(),
             Self::Explicit(v) => v.len() as u64,
+            Self::Sharded(s) => s.len,
         }
     }
 
@@ -293,6 +336,10 @@ impl Order {
             Self::Shuffled(p) => p.get(position),
             #[allow(clippy::cast_possible_truncation)] // position < len, which is a usize
             Self::Explicit(v) => v.get(position as usize),
+            // Padding repeats the order from its start: position q ≥ len maps to q mod len.
+            Self::Sharded(s) => s
+                .base
+                .get((s.rank + position * s.world_size) % s.base.len()),
         }
     }
 }
@@ -380,7 +427,59 @@ mod tests {
         );
     }
 
+    /// torch's DistributedSampler on a list of positions, written out as in its documentation.
+    fn torch_partition(n: u64, rank: u64, world: u64, drop_last: bool) -> Vec<u64> {
+        let mut indices: Vec<u64> = (0..n).collect();
+        if drop_last {
+            indices.truncate(usize::try_from((n / world) * world).unwrap());
+        } else {
+            let total = n.div_ceil(world) * world;
+            let mut i = 0;
+            while (indices.len() as u64) < total {
+                indices.push(indices[i]);
+                i += 1;
+            }
+        }
+        indices
+            .into_iter()
+            .skip(usize::try_from(rank).unwrap())
+            .step_by(usize::try_from(world).unwrap())
+            .collect()
+    }
+
     proptest! {
+        #[test]
+        fn shards_follow_torchs_partition(n in 0u64..200, world in 1u64..9, drop_last: bool) {
+            let mut all = Vec::new();
+            for rank in 0..world {
+                let shard = Order::Sequential { len: n }.shard(rank, world, drop_last);
+                let got = collect(&shard);
+                prop_assert_eq!(&got, &torch_partition(n, rank, world, drop_last));
+                all.extend(got);
+            }
+            let mut distinct = all.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if drop_last {
+                prop_assert_eq!(all.len(), distinct.len(), "disjoint");
+            } else {
+                prop_assert_eq!(distinct.len() as u64, n, "covering");
+            }
+        }
+
+        #[test]
+        fn shuffled_shards_are_disjoint_and_cover(n in 1u64..300, world in 1u64..6, seed: u64) {
+            let mut all = Vec::new();
+            for rank in 0..world {
+                all.extend(collect(&Shuffle::seeded(seed).order(n, 3).shard(rank, world, true)));
+            }
+            let mut sorted = all.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            prop_assert_eq!(sorted.len(), all.len());
+            prop_assert_eq!(all.len() as u64, (n / world) * world);
+        }
+
         #[test]
         fn every_index_exactly_once(len in 0u64..5000, seed: u64, epoch in 0u64..1000) {
             let v = collect(&Shuffle::seeded(seed).order(len, epoch));

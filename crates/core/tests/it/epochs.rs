@@ -325,3 +325,38 @@ fn a_shuffled_epoch_of_ten_million_starts_at_once() {
     assert!(matches!(epoch.recv(None), Recv::Batch(Ok(64))));
     let _ = Mutex::new(());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// A resumed epoch gives exactly the batches an uninterrupted one had not yet handed out,
+    /// whatever the worker counts of either run, also when the first run had prefetched more.
+    #[test]
+    fn a_resumed_epoch_gives_the_batches_not_yet_received(
+        len in 0u64..150,
+        batch_size in 1usize..7,
+        cut_frac in 0.0f64..1.0,
+        workers_a in 0usize..4,
+        workers_b in 0usize..4,
+        k in 1usize..3,
+        seed: u64,
+    ) {
+        let loader_a = Loader::new(Probe::default(), config(batch_size, workers_a, 2, 1)).unwrap();
+        let loader_b = Loader::new(Probe::default(), config(batch_size, workers_b, 1, k)).unwrap();
+        let order = Shuffle::seeded(seed).order(len, 5);
+        let full: Vec<Vec<u64>> = drain(&loader_a.epoch(order.clone())).into_iter().map(Result::unwrap).collect();
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+        let cut = ((full.len() as f64) * cut_frac) as usize;
+        // The first run receives `cut` batches and stops (workers may have loaded more).
+        let first = loader_a.epoch(order.clone());
+        for _ in 0..cut {
+            prop_assert!(matches!(first.recv(None), Recv::Batch(Ok(_))));
+        }
+        prop_assert_eq!(first.position(), cut as u64);
+        drop(first);
+        let resumed = loader_b.epoch_from(Shuffle::seeded(seed).order(len, 5), cut as u64);
+        prop_assert_eq!(resumed.remaining(), (full.len() - cut) as u64);
+        let rest: Vec<Vec<u64>> = drain(&resumed).into_iter().map(Result::unwrap).collect();
+        prop_assert_eq!(&rest[..], &full[cut..]);
+    }
+}
