@@ -131,3 +131,46 @@ fn decode_bilevel(
         data,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use ::tiff::encoder::{TiffEncoder, colortype};
+
+    use crate::{Decode, Pixels};
+
+    fn decode(data: &[u8]) -> (usize, Vec<u8>) {
+        let im = Decode::default().decode(data).unwrap();
+        let c = im.channels();
+        let Pixels::U8(v) = im.into_pixels() else {
+            unreachable!()
+        };
+        (c, v)
+    }
+
+    /// Expected values from Pillow 13.0.0 reading the same files.
+    #[test]
+    fn sixteen_bits_as_pillow_loads_them() {
+        let mut rgb = std::io::Cursor::new(Vec::new());
+        TiffEncoder::new(&mut rgb)
+            .unwrap()
+            .write_image::<colortype::RGB16>(
+                2,
+                1,
+                &[0x1234, 0x80ff, 0x00ff, 0xffff, 0x0100, 0x7f80],
+            )
+            .unwrap();
+        assert_eq!(decode(rgb.get_ref()), (3, vec![18, 128, 0, 255, 1, 127]));
+        let mut rgba = std::io::Cursor::new(Vec::new());
+        TiffEncoder::new(&mut rgba)
+            .unwrap()
+            .write_image::<colortype::RGBA16>(1, 1, &[0x1234, 0x80ff, 0x00ff, 0x7fff])
+            .unwrap();
+        assert_eq!(decode(rgba.get_ref()), (4, vec![18, 128, 0, 127]));
+        let mut grey = std::io::Cursor::new(Vec::new());
+        TiffEncoder::new(&mut grey)
+            .unwrap()
+            .write_image::<colortype::Gray16>(3, 1, &[5, 255, 256])
+            .unwrap();
+        assert_eq!(decode(grey.get_ref()), (1, vec![5, 255, 255]));
+    }
+}
