@@ -14,11 +14,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use crate::loader::Config;
 use crate::plan::EpochPlan;
 use crate::pool::Pool;
 use crate::source::{BatchCtx, Source};
+use crate::stats::Stats;
 use crate::sync::{lock, wait, wait_timeout};
 
 /// Why a batch did not load.
@@ -81,6 +83,7 @@ struct Ring<B, E> {
 }
 
 struct Shared<S: Source> {
+    stats: Arc<Stats>,
     ring: Mutex<Ring<S::Batch, S::Error>>,
     ready: Condvar,
     space: Condvar,
@@ -96,6 +99,7 @@ enum Mode<S: Source> {
 
 /// One epoch of a loader: an iterator of batches in order, with a bounded number in flight.
 pub struct Epoch<S: Source> {
+    stats: Arc<Stats>,
     plan: Arc<EpochPlan>,
     source: Arc<S>,
     pool: Pool,
@@ -121,11 +125,16 @@ impl<S: Source> Epoch<S> {
         source: Arc<S>,
         plan: EpochPlan,
         pool: Pool,
-        num_workers: usize,
-        prefetch_depth: usize,
-        item_concurrency: usize,
+        config: &Config,
         start: u64,
+        stats: Arc<Stats>,
     ) -> Self {
+        let Config {
+            num_workers,
+            prefetch_depth,
+            item_concurrency,
+            ..
+        } = *config;
         let plan = Arc::new(plan);
         let num_batches = plan.num_batches();
         let start = start.min(num_batches);
@@ -135,6 +144,7 @@ impl<S: Source> Epoch<S> {
         } else {
             let capacity = (num_workers + prefetch_depth) as u64;
             let shared = Arc::new(Shared {
+                stats: Arc::clone(&stats),
                 ring: Mutex::new(Ring {
                     next_claim: start,
                     next_deliver: start,
@@ -166,6 +176,7 @@ impl<S: Source> Epoch<S> {
             Mode::Workers(shared)
         };
         Self {
+            stats,
             plan,
             source,
             pool,
@@ -219,7 +230,9 @@ impl<S: Source> Epoch<S> {
     pub fn recv(&self, timeout: Option<Duration>) -> Recv<S::Batch, S::Error> {
         match &self.mode {
             Mode::Inline(next) => self.recv_inline(next),
-            Mode::Workers(shared) => Self::recv_from_workers(shared, self.num_batches, timeout),
+            Mode::Workers(shared) => {
+                Self::recv_from_workers(shared, &self.plan, self.num_batches, timeout)
+            }
         }
     }
 
@@ -240,14 +253,26 @@ impl<S: Source> Epoch<S> {
             pool: self.pool.clone(),
             batch: b,
         };
-        Recv::Batch(load(&*self.source, &indices, &ctx))
+        let t = Instant::now();
+        let outcome = load(&*self.source, &indices, &ctx);
+        self.stats.load.record(t.elapsed());
+        self.stats.delivered(indices.len(), outcome.is_ok());
+        Recv::Batch(outcome)
     }
 
     fn recv_from_workers(
         shared: &Shared<S>,
+        plan: &EpochPlan,
         num_batches: u64,
         timeout: Option<Duration>,
     ) -> Recv<S::Batch, S::Error> {
+        let mut waited_since: Option<Instant> = None;
+        let stats = &shared.stats;
+        let waited = |since: Option<Instant>| {
+            if let Some(t) = since {
+                stats.waited(t.elapsed());
+            }
+        };
         let mut ring = lock(&shared.ring);
         let b = ring.next_deliver;
         if b >= num_batches {
@@ -262,12 +287,15 @@ impl<S: Source> Epoch<S> {
                 if wake {
                     shared.space.notify_one();
                 }
+                waited(waited_since);
+                stats.delivered(plan.batch_len(b), outcome.is_ok());
                 return Recv::Batch(outcome);
             }
             if timeout == Some(Duration::ZERO) {
                 return Recv::Pending;
             }
             ring.consumer_waiting = true;
+            waited_since.get_or_insert_with(Instant::now);
             match timeout {
                 None => ring = wait(&shared.ready, ring),
                 Some(t) => {
@@ -275,6 +303,8 @@ impl<S: Source> Epoch<S> {
                     ring = r;
                     if timed_out && ring.slots[slot].is_none() {
                         ring.consumer_waiting = false;
+                        drop(ring);
+                        waited(waited_since);
                         return Recv::Pending;
                     }
                 }
@@ -363,7 +393,9 @@ fn run_worker<S: Source>(
             loop {
                 plan.fill_batch(b, &mut indices);
                 ctx.batch = b;
+                let t = Instant::now();
                 done = Some((b, load(source, &indices, &ctx)));
+                shared.stats.load.record(t.elapsed());
                 match store_and_claim(shared, &ctx, &mut done, num_batches, false) {
                     Claim::Got(next) => b = next,
                     Claim::Full => return false,

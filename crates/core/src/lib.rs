@@ -12,6 +12,7 @@
 //! - [`epoch`]: one pass over the data: claims, the ring of in-order slots, cancellation.
 //! - [`source`]: the [`Source`] trait and the per-batch context that fans items out.
 //! - [`loader`]: the [`Loader`], its validated [`Config`] and the epoch counter.
+//! - [`stats`]: live counters (batches, items, consumer wait, load latency quantiles).
 
 pub mod epoch;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod plan;
 pub mod pool;
 pub mod sampler;
 pub mod source;
+pub mod stats;
 mod sync;
 
 pub use epoch::{Epoch, LoadError, Recv};
@@ -29,3 +31,4 @@ pub use plan::EpochPlan;
 pub use pool::Pool;
 pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};
 pub use source::{BatchCtx, Source};
+pub use stats::{Histogram, StatsSnapshot};

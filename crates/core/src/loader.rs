@@ -9,6 +9,7 @@ use crate::plan::EpochPlan;
 use crate::pool::Pool;
 use crate::sampler::Order;
 use crate::source::Source;
+use crate::stats::{Stats, StatsSnapshot};
 use crate::sync::lock;
 
 /// How a loader cuts and schedules its epochs.
@@ -89,6 +90,7 @@ pub struct Loader<S: Source> {
     config: Config,
     pool: Mutex<Pool>,
     epochs: AtomicU64,
+    stats: Arc<Stats>,
 }
 
 impl<S: Source> std::fmt::Debug for Loader<S> {
@@ -112,6 +114,7 @@ impl<S: Source> Loader<S> {
             config,
             pool: Mutex::new(Pool::new(config.pool_size(), "dataloader-rs")),
             epochs: AtomicU64::new(0),
+            stats: Arc::default(),
         })
     }
 
@@ -125,6 +128,12 @@ impl<S: Source> Loader<S> {
     #[must_use]
     pub fn source(&self) -> &Arc<S> {
         &self.source
+    }
+
+    /// The loader's counters over all its epochs.
+    #[must_use]
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
     }
 
     /// The number of the next epoch to start (0 for a new loader).
@@ -159,10 +168,9 @@ impl<S: Source> Loader<S> {
             Arc::clone(&self.source),
             EpochPlan::new(order, c.batch_size, c.drop_last),
             pool,
-            c.num_workers,
-            c.prefetch_depth,
-            c.item_concurrency,
+            c,
             start,
+            Arc::clone(&self.stats),
         )
     }
 }

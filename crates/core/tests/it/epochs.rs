@@ -360,3 +360,24 @@ proptest! {
         prop_assert_eq!(&rest[..], &full[cut..]);
     }
 }
+
+#[test]
+fn stats_count_exactly_on_a_known_workload() {
+    for workers in [0, 2] {
+        let probe = Probe {
+            fail: vec![5],
+            ..Probe::default()
+        };
+        let loader = Loader::new(probe, config(4, workers, 2, 1)).unwrap();
+        for _ in 0..3 {
+            drain(&loader.epoch(Order::Sequential { len: 10 }));
+        }
+        let s = loader.stats();
+        // 3 epochs of batches [0..4) [4..8) [8..10); the second fails (index 5).
+        assert_eq!(s.batches, 9);
+        assert_eq!(s.failed_batches, 3);
+        assert_eq!(s.items, 3 * 6);
+        assert_eq!(s.loaded, 9);
+        assert!(s.load_p50.is_some() && s.load_p99 >= s.load_p50);
+    }
+}
