@@ -127,6 +127,23 @@ mod tests {
     }
 
     #[test]
+    fn every_transform_is_send_and_sync() {
+        fn check<T: Send + Sync + 'static>() {}
+        check::<Compose>();
+        check::<crate::Decode>();
+        check::<crate::Resize>();
+        check::<crate::Pad>();
+        check::<crate::PadTo>();
+        check::<crate::CenterCrop>();
+        check::<crate::Crop>();
+        check::<crate::Rotate90>();
+        check::<Normalize>();
+        check::<crate::Image>();
+        check::<Item>();
+        check::<Error>();
+    }
+
+    #[test]
     fn errors_keep_the_transform_name() {
         let c = Compose::new(vec![
             Arc::new(Normalize::new(&[0.5], &[0.5]).unwrap()),
