@@ -755,6 +755,28 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_size_any_filter_keeps_constants(
+            h in 1usize..24, w in 1usize..24, oh in 1usize..40, ow in 1usize..40,
+            c in 1usize..5, value in 0u8..=255, filter in 0usize..4, antialias: bool,
+        ) {
+            let i = [
+                Interpolation::Nearest,
+                Interpolation::Bilinear,
+                Interpolation::Bicubic,
+                Interpolation::Lanczos3,
+            ][filter];
+            let r = Resize::new(ResizeSize::Exact { height: oh, width: ow }, i, None, antialias)
+                .unwrap();
+            // Constant colour, opaque alpha: premultiplication round-trips exactly.
+            let px: Vec<u8> = (0..c).map(|ch| if (c == 2 || c == 4) && ch == c - 1 { 255 } else { value }).collect();
+            let (rh, rw, v) = run(&r, img(h, w, c, px.repeat(h * w)));
+            proptest::prop_assert_eq!((rh, rw), (oh, ow));
+            proptest::prop_assert_eq!(v, px.repeat(oh * ow));
+        }
+    }
+
     #[test]
     fn refuses_float() {
         let item = Item::Image(Image::new(1, 1, 1, Layout::Hwc, Pixels::F32(vec![0.0])).unwrap());
