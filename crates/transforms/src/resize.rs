@@ -48,8 +48,10 @@ pub enum ResizeSize {
 /// torchvision's `Resize(size, interpolation="bilinear", max_size=None, antialias=True)` with
 /// Pillow's arithmetic.
 ///
-/// With `antialias=false` the filter is not widened when downscaling (torch's non-antialiased
-/// interpolation, in Pillow's fixed-point arithmetic).
+/// `antialias=true` is Pillow (and torchvision on PIL images) bit for bit. With
+/// `antialias=false` the filter's support is not widened when downscaling: bilinear then reads
+/// the two nearest pixels like torch's non-antialiased interpolation (in Pillow's fixed-point
+/// arithmetic, so within a level of it); bicubic keeps Pillow's `a = -0.5`.
 #[derive(Debug, Clone)]
 pub struct Resize {
     size: ResizeSize,
