@@ -51,7 +51,7 @@ pub enum ResizeSize {
 /// `antialias=true` is Pillow (and torchvision on PIL images) bit for bit. With
 /// `antialias=false` the filter's support is not widened when downscaling: bilinear then reads
 /// the two nearest pixels like torch's non-antialiased interpolation (in Pillow's fixed-point
-/// arithmetic, so within a level of it); bicubic keeps Pillow's `a = -0.5`.
+/// arithmetic, not checked against torch); bicubic keeps Pillow's `a = -0.5`.
 #[derive(Debug, Clone)]
 pub struct Resize {
     size: ResizeSize,
