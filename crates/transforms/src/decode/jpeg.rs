@@ -20,6 +20,31 @@ fn map_err(e: DecodeErrors) -> Error {
     }
 }
 
+/// Whether an end-of-image marker follows the first scan. zune-jpeg decodes a file cut inside
+/// its last scan without complaint; Pillow (libjpeg) refuses it as truncated, and so do we.
+fn has_end_marker(data: &[u8]) -> bool {
+    // Walk the length-prefixed segments up to the first start-of-scan marker.
+    let mut at = 2;
+    while at + 4 <= data.len() {
+        if data[at] != 0xff {
+            return false;
+        }
+        let marker = data[at + 1];
+        if marker == 0xff {
+            at += 1; // fill byte
+            continue;
+        }
+        if marker == 0xda {
+            break;
+        }
+        let len = usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
+        at += 2 + len;
+    }
+    // Entropy-coded data escapes 0xff as 0xff 0x00, so 0xff 0xd9 there is the end marker.
+    data.get(at..)
+        .is_some_and(|scan| scan.windows(2).any(|w| w == [0xff, 0xd9]))
+}
+
 pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     // JPEG sides are 16-bit: the decoder's own size limit is lifted and ours checked below.
     let options = DecoderOptions::default()
@@ -49,6 +74,12 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     // The decoded samples (4 a pixel for CMYK, before the conversion to RGB).
     let bytes = width as u64 * height as u64 * channels as u64;
     limits.check(width as u64, height as u64, bytes)?;
+    if !has_end_marker(data) {
+        return Err(Error::truncated(
+            Format::Jpeg,
+            "no end-of-image marker after the scan data",
+        ));
+    }
     decoder.set_options(options.jpeg_set_out_colorspace(out_space));
     let pixels = decoder.decode().map_err(map_err)?;
     let expected = width * height * channels;

@@ -35,6 +35,7 @@ fn jpeg_is_within_a_few_levels_of_pillow() {
         ("rgb420.jpg", 3, 4),
         ("gray.jpg", 1, 1),
         ("cmyk.jpg", 3, 2),
+        ("progressive.jpg", 3, 4),
     ] {
         let im = decode(name);
         assert_eq!(

@@ -46,6 +46,21 @@ fn every_truncation_is_an_error_or_an_image() {
     }
 }
 
+/// Pillow refuses a JPEG without its end marker ("image file is truncated"); so does Decode.
+#[test]
+fn jpeg_without_end_marker_is_refused() {
+    let data = fixture("rgb420.jpg");
+    for cut in [2, 3, 10] {
+        let err = Decode::default()
+            .decode(&data[..data.len() - cut])
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Truncated { .. } | Error::Corrupt { .. }),
+            "{cut}: {err:?}"
+        );
+    }
+}
+
 #[test]
 fn truncated_fixtures_say_so() {
     for name in ["rgb.tiff", "rgb_lossless.webp", "rgb420.jpg"] {
