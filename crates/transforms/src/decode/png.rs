@@ -48,13 +48,33 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     check_palette(reader.info())?;
     let (color, depth) = reader.output_color_type();
     let channels = color.samples();
-    let size = reader
-        .output_buffer_size()
-        .ok_or_else(|| Error::corrupt(Format::Png, "image too large for this platform"))?;
-    let mut buf = vec![0u8; size];
-    let info = reader.next_frame(&mut buf).map_err(map_err)?;
-    buf.truncate(info.buffer_size());
-    let (width, height) = (info.width as usize, info.height as usize);
+    let (width, height) = (width as usize, height as usize);
+    let too_large = || Error::corrupt(Format::Png, "image too large for this platform");
+    let buf = if reader.info().interlaced {
+        let mut buf = vec![0u8; reader.output_buffer_size().ok_or_else(too_large)?];
+        let info = reader.next_frame(&mut buf).map_err(map_err)?;
+        buf.truncate(info.buffer_size());
+        buf
+    } else {
+        // Row by row: like Pillow, an image whose rows are all there decodes even when the
+        // file ends early (no IEND, a cut checksum).
+        let line = reader
+            .output_line_size(width as u32)
+            .ok_or_else(too_large)?;
+        let mut buf = vec![0u8; line * height];
+        for (y, row) in buf.chunks_exact_mut(line).enumerate() {
+            match reader.read_row(row).map_err(map_err)? {
+                Some(_) => {}
+                None => {
+                    return Err(Error::truncated(
+                        Format::Png,
+                        format!("the image data ends after {y} of {height} rows"),
+                    ));
+                }
+            }
+        }
+        buf
+    };
     let data = if depth == ::png::BitDepth::Sixteen {
         reduce_16(&buf, channels, source_color == ::png::ColorType::Grayscale)
     } else {
@@ -383,6 +403,24 @@ pub(crate) mod tests {
             err.to_string(),
             "corrupt PNG image: tRNS chunk of 3 entries for a palette of 2"
         );
+    }
+
+    #[test]
+    fn complete_rows_decode_without_the_file_end_like_pillow() {
+        // Pillow 13 loads a PNG whose IEND (12 bytes) or whose IDAT checksums (8 more) are cut.
+        let rgb: Vec<u8> = (0..20 * 20 * 3).map(|i| (i * 7 % 251) as u8).collect();
+        let png = encode(20, 20, ColorType::Rgb, BitDepth::Eight, &rgb, None, None);
+        for cut in [12, 20] {
+            assert_eq!(
+                decode_u8(&png[..png.len() - cut]),
+                (3, rgb.clone()),
+                "{cut}"
+            );
+        }
+        let err = Decode::default()
+            .decode(&png[..png.len() - 40])
+            .unwrap_err();
+        assert!(matches!(err, Error::Truncated { .. }), "{err}");
     }
 
     #[test]

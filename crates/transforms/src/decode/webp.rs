@@ -19,6 +19,16 @@ fn map_err(e: DecodingError) -> Error {
 }
 
 pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
+    // The RIFF header gives the file's size: libwebp (so Pillow) refuses a shorter file.
+    if let Some(size) = data.get(4..8) {
+        let riff = u64::from(u32::from_le_bytes([size[0], size[1], size[2], size[3]])) + 8;
+        if (data.len() as u64) < riff {
+            return Err(Error::truncated(
+                Format::WebP,
+                format!("{} of the {riff} bytes its header announces", data.len()),
+            ));
+        }
+    }
     let mut decoder = WebPDecoder::new(Cursor::new(data)).map_err(map_err)?;
     let (width, height) = decoder.dimensions();
     let channels = if decoder.has_alpha() { 4 } else { 3 };

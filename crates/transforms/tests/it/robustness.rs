@@ -61,6 +61,18 @@ fn jpeg_without_end_marker_is_refused() {
     }
 }
 
+/// libwebp (so Pillow) refuses a WebP shorter than its RIFF header says, even by one byte.
+#[test]
+fn webp_shorter_than_its_header_is_truncated() {
+    for name in ["rgb_lossless.webp", "rgb_lossy.webp"] {
+        let data = fixture(name);
+        let err = Decode::default()
+            .decode(&data[..data.len() - 1])
+            .unwrap_err();
+        assert!(matches!(err, Error::Truncated { .. }), "{name}: {err:?}");
+    }
+}
+
 #[test]
 fn truncated_fixtures_say_so() {
     for name in ["rgb.tiff", "rgb_lossless.webp", "rgb420.jpg"] {
