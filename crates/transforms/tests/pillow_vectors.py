@@ -68,7 +68,7 @@ def expected_decode(im):
 
 def decode_cases(rng, out, lines):
     n = 0
-    for (h, w) in [(1, 1), (5, 3), (17, 31), (64, 65)]:
+    for h, w in [(1, 1), (5, 3), (17, 31), (64, 65)]:
         base = image(rng, h, w, 4, rng.random() < 0.5)
         variants = {
             "L": to_pil(base[..., :1]),
@@ -78,12 +78,11 @@ def decode_cases(rng, out, lines):
             "1": to_pil(base[..., :1]).convert("1"),
             "P": to_pil(base[..., :3]).convert("P", palette=Image.Palette.ADAPTIVE, colors=200),
             "P4": to_pil(base[..., :3]).convert("P", palette=Image.Palette.ADAPTIVE, colors=16),
-            "I16": Image.fromarray((base[..., 0].astype(np.uint16) * 3)),
+            "I16": Image.fromarray(base[..., 0].astype(np.uint16) * 3),
             "CMYK": Image.fromarray(base, "CMYK"),
         }
         for name, im in variants.items():
-            for fmt, ext, kw in [("PNG", "png", {}), ("BMP", "bmp", {}), ("TIFF", "tiff", {}),
-                                 ("WEBP", "webp", {"lossless": True})]:
+            for fmt, kw in [("PNG", {}), ("BMP", {}), ("TIFF", {}), ("WEBP", {"lossless": True})]:
                 save = im
                 params = dict(kw)
                 if name == "P" and fmt == "PNG" and rng.random() < 0.5:
@@ -134,8 +133,8 @@ def main():
     n = 0
     sizes = [(1, 1), (1, 7), (7, 1), (5, 7), (16, 16), (31, 17), (64, 48), (100, 3), (224, 224)]
     targets = [(1, 1), (2, 3), (3, 2), (7, 5), (13, 29), (40, 40), (17, 100), (224, 224), (333, 97)]
-    for (h, w) in sizes:
-        for (oh, ow) in targets:
+    for h, w in sizes:
+        for oh, ow in targets:
             for c in (1, 2, 3, 4):
                 for f in FILTERS:
                     if rng.random() < 0.6:
@@ -145,9 +144,19 @@ def main():
                     case(f"r{n}", a, "resize", [f, oh, ow], b)
                     n += 1
     # extreme aspect changes, to exercise the pass order
-    for (h, w, oh, ow) in [(300, 40, 20, 39), (40, 300, 39, 20), (500, 500, 10, 240), (500, 500, 240, 10),
-                           (97, 103, 11, 50), (1000, 10, 3, 9), (10, 1000, 9, 3), (64, 64, 7, 31),
-                           (64, 64, 31, 7), (200, 100, 20, 49), (200, 100, 20, 51)]:
+    for h, w, oh, ow in [
+        (300, 40, 20, 39),
+        (40, 300, 39, 20),
+        (500, 500, 10, 240),
+        (500, 500, 240, 10),
+        (97, 103, 11, 50),
+        (1000, 10, 3, 9),
+        (10, 1000, 9, 3),
+        (64, 64, 7, 31),
+        (64, 64, 31, 7),
+        (200, 100, 20, 49),
+        (200, 100, 20, 51),
+    ]:
         for c in (1, 3, 4):
             for f in ("bilinear", "bicubic", "lanczos3", "nearest"):
                 a = image(rng, h, w, c, False)
