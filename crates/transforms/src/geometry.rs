@@ -517,17 +517,59 @@ pub struct HFlip;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VFlip;
 
+/// Applies `f` to each row (of `w` pixels of `px` values) of every plane, writing a new buffer.
+fn map_rows(
+    im: Image,
+    f: impl Fn(&[u8], &mut [u8], usize) + Copy,
+    g: impl Fn(&[f32], &mut [f32], usize) + Copy,
+    rows_reversed: bool,
+) -> Image {
+    let (h, w, c, layout) = (im.height(), im.width(), im.channels(), im.layout());
+    let (_, px) = planes(&im);
+    fn run<T: Elem>(
+        v: &[T],
+        h: usize,
+        row: usize,
+        px: usize,
+        rev: bool,
+        f: impl Fn(&[T], &mut [T], usize),
+    ) -> Vec<T> {
+        let mut out = vec![T::default(); v.len()];
+        for (src_plane, dst_plane) in v.chunks_exact(h * row).zip(out.chunks_exact_mut(h * row)) {
+            for (y, dst) in dst_plane.chunks_exact_mut(row).enumerate() {
+                let sy = if rev { h - 1 - y } else { y };
+                f(&src_plane[sy * row..][..row], dst, px);
+            }
+        }
+        out
+    }
+    let row = w * px;
+    let pixels = match im.pixels() {
+        Pixels::U8(v) => Pixels::U8(run(v, h, row, px, rows_reversed, f)),
+        Pixels::F32(v) => Pixels::F32(run(v, h, row, px, rows_reversed, g)),
+    };
+    Image::from_parts(h, w, c, layout, pixels)
+}
+
+fn reverse_pixels<T: Copy>(src: &[T], dst: &mut [T], px: usize) {
+    for (d, s) in dst.chunks_exact_mut(px).zip(src.chunks_exact(px).rev()) {
+        d.copy_from_slice(s);
+    }
+}
+
+fn copy_row<T: Copy>(src: &[T], dst: &mut [T], _px: usize) {
+    dst.copy_from_slice(src);
+}
+
 impl HFlip {
     pub fn flip(&self, im: Image) -> Image {
-        let (h, w) = (im.height(), im.width());
-        remap(im, h, w, |y, x| (y, w - 1 - x))
+        map_rows(im, reverse_pixels::<u8>, reverse_pixels::<f32>, false)
     }
 }
 
 impl VFlip {
     pub fn flip(&self, im: Image) -> Image {
-        let (h, w) = (im.height(), im.width());
-        remap(im, h, w, |y, x| (h - 1 - y, x))
+        map_rows(im, copy_row::<u8>, copy_row::<f32>, true)
     }
 }
 
