@@ -27,7 +27,8 @@ fn has_end_marker(data: &[u8]) -> bool {
     let mut at = 2;
     while at + 4 <= data.len() {
         if data[at] != 0xff {
-            return false;
+            // Stray bytes between segments (libjpeg skips them): search from here.
+            break;
         }
         let marker = data[at + 1];
         if marker == 0xff {
@@ -41,7 +42,7 @@ fn has_end_marker(data: &[u8]) -> bool {
         at += 2 + len;
     }
     // Entropy-coded data escapes 0xff as 0xff 0x00, so 0xff 0xd9 there is the end marker.
-    data.get(at..)
+    data.get(at.min(data.len())..)
         .is_some_and(|scan| scan.windows(2).any(|w| w == [0xff, 0xd9]))
 }
 
@@ -101,4 +102,25 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
         channels,
         data,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_end_marker;
+
+    #[test]
+    fn end_marker_after_the_first_scan() {
+        // SOI, APP0 of 4 bytes whose payload holds ff d9 (not an end marker), SOS, data, EOI.
+        let head = [
+            0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0xff, 0xd9, 0xff, 0xda, 0x00, 0x02,
+        ];
+        let mut file = head.to_vec();
+        file.extend([0x12, 0xff, 0x00, 0x34]);
+        assert!(!has_end_marker(&file));
+        file.extend([0xff, 0xd9, 0x00]);
+        assert!(has_end_marker(&file));
+        // Stray bytes before a segment: the search starts there.
+        assert!(has_end_marker(&[0xff, 0xd8, 0x00, 0x01, 0xff, 0xd9]));
+        assert!(!has_end_marker(&[0xff, 0xd8, 0xff, 0xe0, 0x40, 0x00]));
+    }
 }
