@@ -60,6 +60,14 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     }
     let (w, h) = (u64::from(width), u64::from(height));
     limits.check(w, h, w * h * samples * u64::from(bits / 8))?;
+    // Associated (premultiplied) alpha: Pillow loads it as "RGBa" and divides it out.
+    let associated = samples == 4
+        && matches!(color, ColorType::RGBA(_))
+        && decoder
+            .find_tag_unsigned::<u16>(::tiff::tags::Tag::ExtraSamples)
+            .ok()
+            .flatten()
+            == Some(1);
     let result = decoder.read_image().map_err(map_err)?;
     let values = match result {
         DecodingResult::U8(v) => v,
@@ -83,6 +91,7 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     }
     let (channels, data) = match color {
         ColorType::CMYK(_) => (3, cmyk_to_rgb(&values)),
+        _ if associated => (4, unpremultiply(values)),
         _ => (samples as usize, values),
     };
     Ok(Raw {
@@ -91,6 +100,21 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
         channels,
         data,
     })
+}
+
+/// Pillow's `RGBa` unpacking: alpha 0 gives 0 everywhere, else `min(255, v * 255 / alpha)`.
+fn unpremultiply(mut v: Vec<u8>) -> Vec<u8> {
+    for px in v.chunks_exact_mut(4) {
+        let a = u32::from(px[3]);
+        if a == 0 {
+            px.fill(0);
+        } else if a != 255 {
+            for x in &mut px[..3] {
+                *x = (u32::from(*x) * 255 / a).min(255) as u8;
+            }
+        }
+    }
+    v
 }
 
 /// 1-bit grey (Pillow's mode "1"), rows packed 8 pixels a byte, to L with 0 and 255.

@@ -24,6 +24,7 @@ fn lossless_webp_and_tiff_equal_pillow() {
     check_exact("gray16.tiff", (5, 7, 1));
     check_exact("la.tiff", (6, 9, 2));
     check_exact("bilevel.tiff", (7, 13, 1));
+    check_exact("rgba_associated.tiff", (1, 5, 4));
 }
 
 /// JPEG uses another inverse DCT and chroma upsampling than libjpeg: a few levels apart
