@@ -331,6 +331,18 @@ mod tests {
         // on some values: 3 * float32(1/255) = 0.011764707 but 3 / 255 = 0.011764706.
         assert_eq!(3.0f32 / 255.0, 0.011_764_706);
         assert_ne!(3.0f32 * (1.0f32 / 255.0), 3.0f32 / 255.0);
+        // ToDtype(scale=True) multiplies by float32(1/255): 126 of the 256 values differ.
+        let all: Vec<u8> = (0..=255).collect();
+        let (_, v) = f32s(
+            ToFloat::default()
+                .apply(0, rgb([&all[..], &all, &all].concat()))
+                .unwrap(),
+        );
+        let times_reciprocal = |x: u8| f32::from(x) * (1.0f32 / 255.0);
+        let differ = (0..=255u8)
+            .filter(|&x| v[usize::from(x)] != times_reciprocal(x))
+            .count();
+        assert_eq!(differ, 126);
         let (_, v) = f32s(ToFloat::new(false).apply(0, rgb(vec![0, 7, 255])).unwrap());
         assert_eq!(v, vec![0.0, 7.0, 255.0]);
     }
