@@ -126,8 +126,9 @@ impl Resize {
         }
     }
 
-    pub fn resize(&self, item: Item) -> Result<Image, Error> {
-        let (h, w, c, v) = u8_hwc("Resize", item)?;
+    /// Resizes a uint8 HWC image.
+    pub fn resize(&self, im: Image) -> Result<Image, Error> {
+        let (h, w, c, v) = u8_hwc("Resize", Item::Image(im))?;
         let (oh, ow) = self.output_size(h, w);
         check_size(oh, ow, c, crate::Dtype::U8)?;
         let out = if (oh, ow) == (h, w) {
@@ -150,7 +151,7 @@ impl Resize {
 
 impl Transform for Resize {
     fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
-        self.resize(item).map(Item::Image)
+        self.resize(item.into_image("Resize")?).map(Item::Image)
     }
 }
 
@@ -446,7 +447,9 @@ mod tests {
     }
 
     fn run(r: &Resize, item: Item) -> (usize, usize, Vec<u8>) {
-        let im = r.resize(item).unwrap();
+        let Item::Image(im) = r.apply(0, item).unwrap() else {
+            panic!()
+        };
         let (h, w) = (im.height(), im.width());
         let Pixels::U8(v) = im.into_pixels() else {
             panic!()
@@ -783,7 +786,7 @@ mod tests {
     fn refuses_float() {
         let item = Item::Image(Image::new(1, 1, 1, Layout::Hwc, Pixels::F32(vec![0.0])).unwrap());
         let err = exact(2, 2, Interpolation::Bilinear)
-            .resize(item)
+            .apply(0, item)
             .unwrap_err();
         assert!(
             matches!(
