@@ -244,6 +244,13 @@ pub struct Crop {
 
 impl Crop {
     pub fn new(top: i64, left: i64, height: usize, width: usize) -> Result<Crop, Error> {
+        const FAR: u64 = 1 << 31;
+        if top.unsigned_abs() > FAR || left.unsigned_abs() > FAR {
+            return Err(Error::arg(
+                "Crop",
+                format!("top {top} or left {left} is beyond ±2^31"),
+            ));
+        }
         if height == 0 || width == 0 {
             return Err(Error::arg(
                 "Crop",
@@ -647,6 +654,13 @@ mod tests {
         let im = Crop::new(-1, 3, 2, 2).unwrap().crop(grid()).unwrap();
         assert_eq!(values(&im), vec![0, 0, 4, 0]);
         assert!(Crop::new(0, 0, 0, 1).is_err());
+        assert!(Crop::new(i64::MIN, 0, 1, 1).is_err());
+        // Far outside: all zeros.
+        let im = Crop::new(-(1 << 31), 1 << 31, 1, 2)
+            .unwrap()
+            .crop(grid())
+            .unwrap();
+        assert_eq!(values(&im), vec![0, 0]);
     }
 
     #[test]
