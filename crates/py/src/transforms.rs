@@ -1,0 +1,619 @@
+//! `dataloader_rs.transforms`: the Rust image transforms as frozen Python classes, each a
+//! subclass of `Transform`, callable as `t(obj) -> Image` with the interpreter released while
+//! it runs; `register` adds them, `Image`, `ImageCollator` and `ImageBatch` to the module.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PyMemoryView, PyString};
+
+use dlrs_transforms as rt;
+use dlrs_transforms::{Item, Transform};
+
+use crate::batch::{ImageBatch, ImageCollator};
+use crate::errors::image_error;
+use crate::image::{PyImage, from_array};
+
+/// Adds the transform classes, `Image`, `ImageCollator` and `ImageBatch` to `m`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyImage>()?;
+    m.add_class::<ImageCollator>()?;
+    m.add_class::<ImageBatch>()?;
+    m.add_class::<PyTransform>()?;
+    m.add_class::<Decode>()?;
+    m.add_class::<ToRgb>()?;
+    m.add_class::<ToRgba>()?;
+    m.add_class::<ToGray>()?;
+    m.add_class::<Crop>()?;
+    m.add_class::<CenterCrop>()?;
+    m.add_class::<Pad>()?;
+    m.add_class::<PadTo>()?;
+    m.add_class::<Resize>()?;
+    m.add_class::<HFlip>()?;
+    m.add_class::<VFlip>()?;
+    m.add_class::<Rotate90>()?;
+    m.add_class::<ToFloat>()?;
+    m.add_class::<Normalize>()?;
+    m.add_class::<ToChw>()?;
+    m.add_class::<ToHwc>()?;
+    m.add_class::<Compose>()?;
+    Ok(())
+}
+
+// ----- arguments -----
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+fn shown(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr()
+        .map_or_else(|_| "?".to_owned(), |r| r.to_string())
+}
+
+/// An int argument (bools refused, `__index__` objects taken) within `[min, max]`.
+pub fn int_arg(
+    owner: &str,
+    name: &str,
+    obj: &Bound<'_, PyAny>,
+    min: i64,
+    max: Option<i64>,
+) -> PyResult<i64> {
+    let not_int = || {
+        PyTypeError::new_err(format!(
+            "{owner}: {name} must be an int, got {} ({})",
+            shown(obj),
+            type_name(obj)
+        ))
+    };
+    if obj.is_instance_of::<PyBool>() || obj.is_instance_of::<PyFloat>() {
+        return Err(not_int());
+    }
+    let v: i128 = obj.extract().map_err(|_| not_int())?;
+    let hi = max.map_or(i128::from(i64::MAX), i128::from);
+    if v < i128::from(min) || v > hi {
+        return Err(PyValueError::new_err(match max {
+            Some(m) => format!("{owner}: {name} must be between {min} and {m}, got {v}"),
+            None => format!("{owner}: {name} must be at least {min}, got {v}"),
+        }));
+    }
+    Ok(v as i64)
+}
+
+fn size_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(int_arg(owner, name, obj, 1, Some(rt::MAX_SIDE as i64))? as usize)
+}
+
+fn float_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{owner}: {name} must be a number, got {}",
+            shown(obj)
+        )));
+    }
+    obj.extract::<f64>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{owner}: {name} must be a number, got {} ({})",
+            shown(obj),
+            type_name(obj)
+        ))
+    })
+}
+
+fn bool_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    obj.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{owner}: {name} must be True or False, got {} ({})",
+            shown(obj),
+            type_name(obj)
+        ))
+    })
+}
+
+fn str_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(s.to_str()?.to_owned());
+    }
+    // Enums such as torchvision's InterpolationMode carry the name as a str `.value`.
+    if let Ok(v) = obj.getattr("value")
+        && let Ok(s) = v.extract::<String>()
+    {
+        return Ok(s);
+    }
+    Err(PyTypeError::new_err(format!(
+        "{owner}: {name} must be a str, got {} ({})",
+        shown(obj),
+        type_name(obj)
+    )))
+}
+
+/// The elements of a list or tuple argument (str and bytes are not sequences here).
+fn seq_arg<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return None;
+    }
+    if obj.is_instance_of::<PyInt>() || obj.is_instance_of::<PyFloat>() {
+        return None;
+    }
+    let items: PyResult<Vec<_>> = obj.try_iter().ok()?.collect();
+    items.ok()
+}
+
+/// An int, or a sequence of one or two ints (height, width): torchvision's `size`.
+fn hw_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<SizeArg> {
+    match seq_arg(obj) {
+        None => Ok(SizeArg::One(size_arg(owner, name, obj)?)),
+        Some(v) if v.len() == 1 => Ok(SizeArg::One(size_arg(owner, name, &v[0])?)),
+        Some(v) if v.len() == 2 => Ok(SizeArg::Two(
+            size_arg(owner, name, &v[0])?,
+            size_arg(owner, name, &v[1])?,
+        )),
+        Some(v) => Err(PyValueError::new_err(format!(
+            "{owner}: {name} must be an int or a sequence of 1 or 2 ints (height, width), got {} values",
+            v.len()
+        ))),
+    }
+}
+
+enum SizeArg {
+    One(usize),
+    Two(usize, usize),
+}
+
+fn fill_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<rt::Fill> {
+    match seq_arg(obj) {
+        None => Ok(rt::Fill::Value(float_arg(owner, "fill", obj)?)),
+        Some(v) if (1..=4).contains(&v.len()) => Ok(rt::Fill::PerChannel(
+            v.iter()
+                .map(|x| float_arg(owner, "fill", x))
+                .collect::<PyResult<_>>()?,
+        )),
+        Some(v) => Err(PyValueError::new_err(format!(
+            "{owner}: fill must be a number or a sequence of 1 to 4 numbers, got {} values",
+            v.len()
+        ))),
+    }
+}
+
+fn floats_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
+    match seq_arg(obj) {
+        None => Ok(vec![float_arg(owner, name, obj)?]),
+        Some(v) => v.iter().map(|x| float_arg(owner, name, x)).collect(),
+    }
+}
+
+fn rt_err(e: rt::Error) -> PyErr {
+    image_error(&e)
+}
+
+/// Python's repr of a float list, for `__repr__`s.
+fn floats_repr(v: &[f64]) -> String {
+    let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+fn fill_repr(fill: &rt::Fill) -> String {
+    match fill {
+        rt::Fill::Value(v) => format!("{v:?}"),
+        rt::Fill::PerChannel(v) => floats_repr(v),
+    }
+}
+
+// ----- items in and out -----
+
+/// What a native transform takes from Python: encoded bytes (`bytes`, `bytearray`, a 1-D
+/// `memoryview`), an `Image` (its pixels copied: an Image never changes), or an array made an
+/// Image by `Image.from_array`. The interpreter is held during the copy.
+pub fn item_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Item> {
+    if let Ok(im) = obj.cast::<PyImage>() {
+        return Ok(Item::Image(im.get().shared().as_ref().clone()));
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Item::Bytes(bytes::Bytes::copy_from_slice(b.as_bytes())));
+    }
+    if let Ok(b) = obj.cast::<PyByteArray>() {
+        return Ok(Item::Bytes(bytes::Bytes::from(b.to_vec())));
+    }
+    if let Ok(m) = obj.cast::<PyMemoryView>() {
+        let ndim: usize = m.getattr("ndim")?.extract()?;
+        if ndim <= 1 {
+            let b: Vec<u8> = m.call_method0("tobytes")?.extract()?;
+            return Ok(Item::Bytes(b.into()));
+        }
+    }
+    if obj.is_instance_of::<PyString>()
+        || obj.is_instance_of::<pyo3::types::PyTuple>()
+        || obj.is_none()
+    {
+        return Err(PyTypeError::new_err(format!(
+            "a dataloader_rs transform takes encoded bytes, an Image or an array, got {}",
+            type_name(obj)
+        )));
+    }
+    Ok(Item::Image(from_array(obj, "hwc")?))
+}
+
+/// A native item as a Python object: an `Image`, or `bytes` when no transform decoded it.
+pub fn item_into_py(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
+    match item {
+        Item::Image(im) => Ok(Bound::new(py, PyImage::new(im))?.into_any()),
+        Item::Bytes(b) => Ok(PyBytes::new(py, &b).into_any()),
+    }
+}
+
+// ----- the classes -----
+
+/// The base class of the Rust transforms: `t(obj)` applies it, the interpreter released.
+#[pyclass(
+    frozen,
+    subclass,
+    module = "dataloader_rs.transforms",
+    name = "Transform"
+)]
+pub struct PyTransform {
+    inner: Arc<dyn Transform>,
+    repr: String,
+}
+
+impl PyTransform {
+    fn of(t: impl Transform + 'static, repr: String) -> Self {
+        Self {
+            inner: Arc::new(t),
+            repr,
+        }
+    }
+
+    /// The Rust transform, to run without the interpreter.
+    pub fn transform(&self) -> Arc<dyn Transform> {
+        Arc::clone(&self.inner)
+    }
+}
+
+#[pymethods]
+impl PyTransform {
+    /// Applies the transform to encoded bytes, an Image or an array; returns an Image.
+    fn __call__<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = obj.py();
+        let item = item_from_py(obj)?;
+        let t = Arc::clone(&self.inner);
+        let out = py.detach(move || t.apply(0, item)).map_err(rt_err)?;
+        item_into_py(py, out)
+    }
+
+    fn __repr__(&self) -> String {
+        self.repr.clone()
+    }
+}
+
+type Init<T> = PyResult<(T, PyTransform)>;
+
+/// `Decode(max_width=16384, max_height=16384, max_alloc=256 MiB)`.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Decode;
+
+#[pymethods]
+impl Decode {
+    #[new]
+    #[pyo3(signature = (max_width = None, max_height = None, max_alloc = None))]
+    fn new(
+        max_width: Option<&Bound<'_, PyAny>>,
+        max_height: Option<&Bound<'_, PyAny>>,
+        max_alloc: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        let side = |name, v: Option<&Bound<'_, PyAny>>| -> PyResult<usize> {
+            v.map_or(Ok(rt::MAX_SIDE), |v| {
+                Ok(int_arg("Decode", name, v, 1, Some(rt::MAX_SIDE as i64))? as usize)
+            })
+        };
+        let (w, h) = (
+            side("max_width", max_width)?,
+            side("max_height", max_height)?,
+        );
+        let alloc = max_alloc.map_or(Ok(rt::MAX_BYTES), |v| {
+            Ok::<_, PyErr>(
+                int_arg("Decode", "max_alloc", v, 1, Some(rt::MAX_BYTES as i64))? as usize,
+            )
+        })?;
+        let t = rt::Decode::new(w, h, alloc).map_err(rt_err)?;
+        let repr = format!("Decode(max_width={w}, max_height={h}, max_alloc={alloc})");
+        Ok((Decode, PyTransform::of(t, repr)))
+    }
+}
+
+macro_rules! unit_transform {
+    ($name:ident, $rust:expr, $doc:literal) => {
+        #[doc = $doc]
+        #[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+        pub struct $name;
+
+        #[pymethods]
+        impl $name {
+            #[new]
+            fn new() -> Init<Self> {
+                Ok((
+                    $name,
+                    PyTransform::of($rust, concat!(stringify!($name), "()").into()),
+                ))
+            }
+        }
+    };
+}
+
+unit_transform!(ToRgb, rt::ToRgb, "`ToRgb()`: Pillow's `convert(\"RGB\")`.");
+unit_transform!(
+    ToRgba,
+    rt::ToRgba,
+    "`ToRgba()`: Pillow's `convert(\"RGBA\")`."
+);
+unit_transform!(ToGray, rt::ToGray, "`ToGray()`: Pillow's `convert(\"L\")`.");
+unit_transform!(HFlip, rt::HFlip, "`HFlip()`: mirror left to right.");
+unit_transform!(VFlip, rt::VFlip, "`VFlip()`: mirror top to bottom.");
+unit_transform!(ToChw, rt::ToChw, "`ToChw()`: channels first.");
+unit_transform!(ToHwc, rt::ToHwc, "`ToHwc()`: channels last.");
+
+/// `Crop(top, left, height, width)`.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Crop;
+
+#[pymethods]
+impl Crop {
+    #[new]
+    fn new(
+        top: &Bound<'_, PyAny>,
+        left: &Bound<'_, PyAny>,
+        height: &Bound<'_, PyAny>,
+        width: &Bound<'_, PyAny>,
+    ) -> Init<Self> {
+        let lim = rt::MAX_SIDE as i64;
+        let top = int_arg("Crop", "top", top, -lim, Some(lim))?;
+        let left = int_arg("Crop", "left", left, -lim, Some(lim))?;
+        let height = size_arg("Crop", "height", height)?;
+        let width = size_arg("Crop", "width", width)?;
+        let t = rt::Crop::new(top, left, height, width).map_err(rt_err)?;
+        let repr = format!("Crop(top={top}, left={left}, height={height}, width={width})");
+        Ok((Crop, PyTransform::of(t, repr)))
+    }
+}
+
+/// `CenterCrop(size)`: an int or (height, width).
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct CenterCrop;
+
+#[pymethods]
+impl CenterCrop {
+    #[new]
+    fn new(size: &Bound<'_, PyAny>) -> Init<Self> {
+        let (h, w, repr) = match hw_arg("CenterCrop", "size", size)? {
+            SizeArg::One(s) => (s, s, format!("CenterCrop(size={s})")),
+            SizeArg::Two(h, w) => (h, w, format!("CenterCrop(size=({h}, {w}))")),
+        };
+        let t = rt::CenterCrop::new(h, w).map_err(rt_err)?;
+        Ok((CenterCrop, PyTransform::of(t, repr)))
+    }
+}
+
+/// `Pad(padding, fill=0, padding_mode="constant")`.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Pad;
+
+#[pymethods]
+impl Pad {
+    #[new]
+    #[pyo3(signature = (padding, fill = None, padding_mode = None))]
+    fn new(
+        padding: &Bound<'_, PyAny>,
+        fill: Option<&Bound<'_, PyAny>>,
+        padding_mode: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        let one = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+            Ok(int_arg("Pad", "padding", v, 0, Some(rt::MAX_SIDE as i64))? as usize)
+        };
+        let pad = match seq_arg(padding) {
+            None => rt::Padding::All(one(padding)?),
+            Some(v) => match v.len() {
+                1 => rt::Padding::All(one(&v[0])?),
+                2 => rt::Padding::Pair(one(&v[0])?, one(&v[1])?),
+                4 => rt::Padding::Each {
+                    left: one(&v[0])?,
+                    top: one(&v[1])?,
+                    right: one(&v[2])?,
+                    bottom: one(&v[3])?,
+                },
+                n => {
+                    return Err(PyValueError::new_err(format!(
+                        "Pad: padding must be an int or a sequence of 1, 2 or 4 ints, got {n} values"
+                    )));
+                }
+            },
+        };
+        let fill = fill.map_or(Ok(rt::Fill::default()), |f| fill_arg("Pad", f))?;
+        let mode_name = padding_mode.map_or(Ok("constant".to_owned()), |m| {
+            str_arg("Pad", "padding_mode", m)
+        })?;
+        let mode: rt::PaddingMode = mode_name.parse().map_err(rt_err)?;
+        let [l, t, r, b] = pad.ltrb();
+        let repr = format!(
+            "Pad(padding=({l}, {t}, {r}, {b}), fill={}, padding_mode={mode_name:?})",
+            fill_repr(&fill)
+        );
+        let tr = rt::Pad::new(pad, fill, mode).map_err(rt_err)?;
+        Ok((Pad, PyTransform::of(tr, repr)))
+    }
+}
+
+/// `PadTo(width, height, fill=0, anchor="top_left")`.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct PadTo;
+
+#[pymethods]
+impl PadTo {
+    #[new]
+    #[pyo3(signature = (width, height, fill = None, anchor = None))]
+    fn new(
+        width: &Bound<'_, PyAny>,
+        height: &Bound<'_, PyAny>,
+        fill: Option<&Bound<'_, PyAny>>,
+        anchor: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        let width = size_arg("PadTo", "width", width)?;
+        let height = size_arg("PadTo", "height", height)?;
+        let fill = fill.map_or(Ok(rt::Fill::default()), |f| fill_arg("PadTo", f))?;
+        let anchor_name =
+            anchor.map_or(Ok("top_left".to_owned()), |a| str_arg("PadTo", "anchor", a))?;
+        let anchor: rt::Anchor = anchor_name.parse().map_err(rt_err)?;
+        let repr = format!(
+            "PadTo(width={width}, height={height}, fill={}, anchor={anchor_name:?})",
+            fill_repr(&fill)
+        );
+        let t = rt::PadTo::new(width, height, fill, anchor).map_err(rt_err)?;
+        Ok((PadTo, PyTransform::of(t, repr)))
+    }
+}
+
+/// `Resize(size, interpolation="bilinear", max_size=None, antialias=True)`.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Resize;
+
+#[pymethods]
+impl Resize {
+    #[new]
+    #[pyo3(signature = (size, interpolation = None, max_size = None, antialias = None))]
+    fn new(
+        size: &Bound<'_, PyAny>,
+        interpolation: Option<&Bound<'_, PyAny>>,
+        max_size: Option<&Bound<'_, PyAny>>,
+        antialias: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        let (rsize, size_repr) = match hw_arg("Resize", "size", size)? {
+            SizeArg::One(s) => (rt::ResizeSize::Shorter(s), s.to_string()),
+            SizeArg::Two(h, w) => (
+                rt::ResizeSize::Exact {
+                    height: h,
+                    width: w,
+                },
+                format!("({h}, {w})"),
+            ),
+        };
+        let interp_name = interpolation.map_or(Ok("bilinear".to_owned()), |i| {
+            str_arg("Resize", "interpolation", i)
+        })?;
+        let interp: rt::Interpolation = interp_name.parse().map_err(rt_err)?;
+        let max_size = match max_size.filter(|m| !m.is_none()) {
+            None => None,
+            Some(m) => Some(size_arg("Resize", "max_size", m)?),
+        };
+        let antialias = antialias.map_or(Ok(true), |a| bool_arg("Resize", "antialias", a))?;
+        let t = rt::Resize::new(rsize, interp, max_size, antialias).map_err(rt_err)?;
+        let repr = format!(
+            "Resize(size={size_repr}, interpolation={interp_name:?}, max_size={}, antialias={})",
+            max_size.map_or_else(|| "None".to_owned(), |m| m.to_string()),
+            if antialias { "True" } else { "False" }
+        );
+        Ok((Resize, PyTransform::of(t, repr)))
+    }
+}
+
+/// `Rotate90(k=1)`: `numpy.rot90`, `k` quarter turns counter-clockwise.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Rotate90;
+
+#[pymethods]
+impl Rotate90 {
+    #[new]
+    #[pyo3(signature = (k = None))]
+    fn new(k: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+        let k = k.map_or(Ok(1), |k| int_arg("Rotate90", "k", k, i64::MIN, None))?;
+        Ok((
+            Rotate90,
+            PyTransform::of(rt::Rotate90::new(k), format!("Rotate90(k={k})")),
+        ))
+    }
+}
+
+/// `ToFloat(scale=True)`: uint8 to float32, `/ 255` when `scale`.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct ToFloat;
+
+#[pymethods]
+impl ToFloat {
+    #[new]
+    #[pyo3(signature = (scale = None))]
+    fn new(scale: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+        let scale = scale.map_or(Ok(true), |s| bool_arg("ToFloat", "scale", s))?;
+        let repr = format!("ToFloat(scale={})", if scale { "True" } else { "False" });
+        Ok((ToFloat, PyTransform::of(rt::ToFloat::new(scale), repr)))
+    }
+}
+
+/// `Normalize(mean, std)`: `(x - mean) / std` per channel, on float32 images.
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Normalize;
+
+#[pymethods]
+impl Normalize {
+    #[new]
+    fn new(mean: &Bound<'_, PyAny>, std: &Bound<'_, PyAny>) -> Init<Self> {
+        let mean = floats_arg("Normalize", "mean", mean)?;
+        let std = floats_arg("Normalize", "std", std)?;
+        let t = rt::Normalize::new(&mean, &std).map_err(rt_err)?;
+        let repr = format!(
+            "Normalize(mean={}, std={})",
+            floats_repr(&mean),
+            floats_repr(&std)
+        );
+        Ok((Normalize, PyTransform::of(t, repr)))
+    }
+}
+
+/// `Compose(transforms)`: Rust transforms applied in order (per-value steps fused).
+#[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
+pub struct Compose {
+    items: Vec<Py<PyTransform>>,
+}
+
+#[pymethods]
+impl Compose {
+    #[new]
+    fn new(transforms: &Bound<'_, PyAny>) -> Init<Self> {
+        let not_list = || {
+            PyTypeError::new_err(format!(
+                "Compose takes a list of dataloader_rs.transforms objects, got {}",
+                type_name(transforms)
+            ))
+        };
+        if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
+            return Err(not_list());
+        }
+        let mut items = Vec::new();
+        let mut rust = Vec::new();
+        let mut reprs = Vec::new();
+        for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
+            let t = t?;
+            let Ok(pt) = t.cast::<PyTransform>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "Compose: transform {i} is {} ({}), not a dataloader_rs.transforms object; \
+                     Python callables go in a Python function or torchvision's Compose",
+                    shown(&t),
+                    type_name(&t)
+                )));
+            };
+            rust.push(pt.get().transform());
+            reprs.push(pt.get().repr.clone());
+            items.push(pt.clone().unbind());
+        }
+        let repr = format!("Compose([{}])", reprs.join(", "));
+        Ok((
+            Compose { items },
+            PyTransform::of(rt::Compose::new(rust), repr),
+        ))
+    }
+
+    /// The transforms, as given.
+    #[getter]
+    fn transforms<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.items.iter().map(|t| t.clone_ref(py)))
+    }
+}
