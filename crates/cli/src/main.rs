@@ -1,4 +1,5 @@
-//! `dlrs`: the command-line front of dataloader-rs.
-fn main() {
-    println!("dlrs {}", env!("CARGO_PKG_VERSION"));
+//! `dlrs`: the command-line front of dataloader-rs (everything is in the `dlrs_cli` library).
+
+fn main() -> std::process::ExitCode {
+    dlrs_cli::run(std::env::args_os())
 }

@@ -1,0 +1,98 @@
+//! The `dlrs` command: prefetch templated items into a directory, run throughput benchmarks,
+//! check the transforms against Pillow.
+//!
+//! [`run`] is the whole command: the `dlrs` binary calls it with the process's arguments, and
+//! the Python package's `dlrs` console script calls it through `_native.cli_main`.
+//!
+//! - [`args`]: the command line (clap), its help and examples.
+//! - [`prefetch`]: `dlrs prefetch`: templated items fetched into files, resumable.
+//! - [`bench`]: `dlrs bench`: loader overhead, files, images and HTTP workloads through the core.
+//! - [`parity`]: `dlrs parity`: transform chains in Rust against Pillow/NumPy in a Python.
+//! - [`server`]: the loopback HTTP server with latency that `bench http` (and tests) start.
+//! - [`values`]: parsing `NAME=VALUES` columns, headers and options.
+//! - [`progress`]: the progress bar on stderr, drawn only on a terminal.
+//!
+//! Exit codes: 0 success; 1 the work failed (an item not fetched, a transform that differs, an
+//! I/O error); 2 a bad argument.
+
+pub mod args;
+pub mod bench;
+pub mod parity;
+pub mod prefetch;
+pub mod progress;
+pub mod server;
+pub mod values;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::{Cli, Command};
+
+/// The exit code of a run whose work failed.
+pub const EXIT_FAILED: u8 = 1;
+/// The exit code of a bad argument (clap's own code for usage errors).
+pub const EXIT_USAGE: u8 = 2;
+
+/// A bad argument found after parsing (a template that does not parse, a column file that cannot
+/// be read): reported like clap's errors, with exit code 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// A usage error as an `anyhow::Error`.
+pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message.into()))
+}
+
+/// Runs the `dlrs` command with `args` (the first one is the program name) and returns its
+/// exit code. Messages go to stdout (results) and stderr (progress, errors).
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with code 0; errors to stderr with code 2.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE));
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = if is_usage(&e) {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILED
+            };
+            eprintln!("error: {e:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Prefetch(a) => prefetch::run(&a),
+        Command::Bench(a) => bench::run(&a),
+        Command::Parity(a) => parity::run(&a),
+    }
+}
+
+/// Whether `e` is a bad argument: ours, or an invalid argument that dlrs-io refused.
+fn is_usage(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.is::<UsageError>()
+            || matches!(
+                cause.downcast_ref::<dlrs_io::Error>(),
+                Some(dlrs_io::Error::InvalidArgument(_) | dlrs_io::Error::InvalidType(_))
+            )
+    })
+}

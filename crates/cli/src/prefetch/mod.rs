@@ -1,0 +1,222 @@
+//! `dlrs prefetch`: the items a template names, fetched into files of a directory.
+//!
+//! Completeness rule: an item's bytes are written to `NAME.part` and renamed to `NAME` once they
+//! are all written, so a file with its final name is complete. A run skips the items whose
+//! final file exists and fetches the others again from the start (a leftover `.part` file is
+//! overwritten). Up to `--concurrency` fetches are in flight; each is retried by its dataset.
+
+pub mod names;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use dlrs_io::{Dataset, Runtime};
+use futures::StreamExt;
+
+use crate::args::PrefetchArgs;
+use crate::progress::Progress;
+use names::{Names, check_unique, part_path};
+use source::Items;
+
+/// An item that was not fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The item index.
+    pub index: u64,
+    /// Where the item is (no query string, no credentials).
+    pub location: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// What a prefetch did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// The number of items.
+    pub total: u64,
+    /// Items fetched and written by this run.
+    pub fetched: u64,
+    /// Items whose file was already complete.
+    pub skipped: u64,
+    /// Bytes written by this run.
+    pub bytes: u64,
+    /// Items that failed, by index.
+    pub failures: Vec<Failure>,
+    /// The time the run took.
+    pub elapsed: Duration,
+}
+
+/// Runs `dlrs prefetch`: exit code 1 when an item failed.
+pub fn run(args: &PrefetchArgs) -> Result<ExitCode> {
+    let report = prefetch(args, None)?;
+    println!("{}", summary(&report, &args.out));
+    if report.failures.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!("{}", failure_list(&report.failures));
+    Ok(ExitCode::from(crate::EXIT_FAILED))
+}
+
+/// Fetches every item that is not complete in `args.out`. `progress` replaces the default bar
+/// (drawn when stderr is a terminal).
+pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Report> {
+    let start = Instant::now();
+    let items = Items::from_args(args)?;
+    let len = items.len() as u64;
+    let names = Names::new(args.name.as_deref(), &args.columns, items.len())?;
+    let name_of = |i: u64| names.name(i, items.raw_location(i).as_deref());
+    if names.may_collide() {
+        check_unique(len, name_of)?;
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
+    let (pending, skipped) = pending(len, &args.out, name_of)?;
+
+    let progress = progress.unwrap_or_else(|| Progress::new(len, "prefetch", "items"));
+    progress.inc(skipped);
+    let mut report = Report {
+        total: len,
+        skipped,
+        ..Report::default()
+    };
+    if !pending.is_empty() {
+        let runtime = Runtime::new(None)?;
+        let concurrency = args.concurrency as usize;
+        let dataset = Arc::clone(&items.dataset);
+        let outcomes = runtime.block_on(
+            futures::stream::iter(pending)
+                .map(|(index, path)| {
+                    let dataset = Arc::clone(&dataset);
+                    tokio::spawn(async move { (index, fetch_one(&*dataset, index, &path).await) })
+                })
+                .buffer_unordered(concurrency)
+                .map(|joined| {
+                    progress.inc(1);
+                    joined
+                })
+                .collect::<Vec<_>>(),
+        )?;
+        for outcome in outcomes {
+            match outcome {
+                Ok((_, Ok(bytes))) => {
+                    report.fetched += 1;
+                    report.bytes += bytes;
+                }
+                Ok((index, Err(error))) => {
+                    let location = items.location(index);
+                    let error = strip_location(&error, &location);
+                    report.failures.push(Failure {
+                        index,
+                        location,
+                        error,
+                    });
+                }
+                Err(e) => anyhow::bail!("a fetch task did not finish: {e}"),
+            }
+        }
+    }
+    progress.finish();
+    report.failures.sort_by_key(|f| f.index);
+    report.elapsed = start.elapsed();
+    Ok(report)
+}
+
+/// The items whose final file is missing under `out` (with their paths), and how many are there.
+pub fn pending(
+    len: u64,
+    out: &Path,
+    name_of: impl Fn(u64) -> Result<String>,
+) -> Result<(Vec<(u64, PathBuf)>, u64)> {
+    let mut pending = Vec::new();
+    let mut skipped = 0;
+    for index in 0..len {
+        let path = out.join(name_of(index)?);
+        if path.is_file() {
+            skipped += 1;
+        } else {
+            pending.push((index, path));
+        }
+    }
+    Ok((pending, skipped))
+}
+
+/// Fetches item `index` and writes it to `path` through `path.part`; the number of bytes.
+async fn fetch_one(dataset: &dyn Dataset, index: u64, path: &Path) -> Result<u64, String> {
+    let bytes = dataset.fetch(index).await.map_err(|e| e.to_string())?;
+    let part = part_path(path);
+    let written = async {
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await?;
+        }
+        tokio::fs::write(&part, &bytes).await?;
+        tokio::fs::rename(&part, path).await
+    }
+    .await;
+    if let Err(e) = written {
+        let _ = tokio::fs::remove_file(&part).await;
+        return Err(format!("cannot write {}: {e}", path.display()));
+    }
+    Ok(bytes.len() as u64)
+}
+
+/// `error` without a leading `location: ` (dlrs-io messages start with the location).
+fn strip_location(error: &str, location: &str) -> String {
+    error
+        .strip_prefix(location)
+        .and_then(|rest| rest.strip_prefix(": "))
+        .unwrap_or(error)
+        .to_owned()
+}
+
+/// The summary line of a run.
+pub fn summary(report: &Report, out: &Path) -> String {
+    let secs = report.elapsed.as_secs_f64().max(1e-9);
+    format!(
+        "prefetch: {} items in {}: {} fetched ({}), {} already complete, {} failed; {:.2} s, {:.1} items/s, {}/s",
+        report.total,
+        out.display(),
+        report.fetched,
+        human_bytes(report.bytes as f64),
+        report.skipped,
+        report.failures.len(),
+        secs,
+        report.fetched as f64 / secs,
+        human_bytes(report.bytes as f64 / secs),
+    )
+}
+
+/// The failures, one a line: index, location, error.
+pub fn failure_list(failures: &[Failure]) -> String {
+    let mut out = format!(
+        "{} item{} failed (index, location, error):",
+        failures.len(),
+        if failures.len() == 1 { "" } else { "s" }
+    );
+    for f in failures {
+        out.push_str(&format!("\n  {}\t{}\t{}", f.index, f.location, f.error));
+    }
+    out
+}
+
+/// `n` bytes in B, KiB, MiB or GiB.
+pub fn human_bytes(n: f64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = n;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value:.0} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests;

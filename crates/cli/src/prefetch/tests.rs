@@ -1,0 +1,231 @@
+//! Prefetch against the loopback server and files: resume, failures, retries, names.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+
+use super::*;
+use crate::args::{Cli, Command};
+use crate::server::LoopbackServer;
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+pub(crate) struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub(crate) fn new(what: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("dlrs-cli-{what}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn args(argv: &[&str]) -> PrefetchArgs {
+    let cli = Cli::try_parse_from(["dlrs", "prefetch"].iter().chain(argv)).unwrap();
+    match cli.command {
+        Command::Prefetch(a) => a,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn quiet() -> Option<Progress> {
+    Some(Progress::with_drawing(0, "test", "items", false))
+}
+
+fn read(path: PathBuf) -> String {
+    String::from_utf8(std::fs::read(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn fetches_every_item_into_padded_names() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("all");
+    let out = dir.0.join("out");
+    let template = format!("{}/item/{{index}}", server.base_url());
+    let out_s = out.to_str().unwrap();
+    let a = args(&[
+        &template,
+        "--length",
+        "12",
+        "--out",
+        out_s,
+        "--concurrency",
+        "4",
+    ]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!(
+        (
+            report.total,
+            report.fetched,
+            report.skipped,
+            report.failures.len()
+        ),
+        (12, 12, 0, 0)
+    );
+    assert_eq!(
+        report.bytes,
+        (0..12)
+            .map(|i| format!("item-{i}").len() as u64)
+            .sum::<u64>()
+    );
+    for i in 0..12 {
+        assert_eq!(read(out.join(format!("{i:02}"))), format!("item-{i}"));
+    }
+    let files = std::fs::read_dir(&out).unwrap().count();
+    assert_eq!(files, 12, "no .part file is left");
+    assert!(server.max_in_flight() <= 4);
+    assert_eq!(server.requests(), 12);
+}
+
+#[test]
+fn a_second_run_skips_complete_files_and_refetches_partial_ones() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("resume");
+    let out = dir.0.clone();
+    // Item 3 is complete (its content says so), item 5 was interrupted while it was written.
+    std::fs::write(out.join("3.bin"), "kept").unwrap();
+    std::fs::write(out.join("5.bin.part"), "ite").unwrap();
+    let template = format!("{}/item/{{index}}?format=x", server.base_url());
+    let a = args(&[
+        &template,
+        "--length",
+        "8",
+        "--out",
+        out.to_str().unwrap(),
+        "--name",
+        "{index}.bin",
+    ]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.skipped), (7, 1));
+    assert_eq!(read(out.join("3.bin")), "kept");
+    assert_eq!(read(out.join("5.bin")), "item-5");
+    assert!(!out.join("5.bin.part").exists());
+    assert_eq!(server.requests(), 7);
+    // Everything is complete now: nothing is fetched.
+    let again = prefetch(&a, quiet()).unwrap();
+    assert_eq!((again.fetched, again.skipped, again.bytes), (0, 8, 0));
+    assert_eq!(server.requests(), 7);
+    assert!(summary(&again, &out).contains(": 8 items in "));
+}
+
+#[test]
+fn failures_are_listed_by_index_with_redacted_locations() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("fail");
+    let template = format!("{}/{{kind}}/{{n}}?token=secret", server.base_url());
+    let a = args(&[
+        &template,
+        "-c",
+        "kind=item,status,item,status",
+        "-c",
+        "n=1,404,2,500",
+        "--retries",
+        "0",
+        "--out",
+        dir.0.to_str().unwrap(),
+    ]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.failures.len()), (2, 2));
+    let f = &report.failures[0];
+    assert_eq!(f.index, 1);
+    assert_eq!(f.location, format!("{}/status/404", server.base_url()));
+    assert!(f.error.starts_with("HTTP status 404"), "{}", f.error);
+    assert_eq!(report.failures[1].index, 3);
+    let list = failure_list(&report.failures);
+    assert!(
+        list.starts_with("2 items failed (index, location, error):\n  1\t"),
+        "{list}"
+    );
+    assert!(!list.contains("secret"));
+    assert_eq!(read(dir.0.join("0")), "item-1");
+    assert!(!dir.0.join("1").exists() && !dir.0.join("1.part").exists());
+}
+
+#[test]
+fn transient_failures_are_retried() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("retry");
+    let template = format!("{}/flaky/2/item/{{index}}", server.base_url());
+    let out = dir.0.to_str().unwrap();
+    let a = args(&[&template, "--length", "3", "--retries", "2", "--out", out]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.failures.len()), (3, 0));
+    assert_eq!(server.requests(), 9);
+    assert_eq!(read(dir.0.join("2")), "item-2");
+}
+
+#[test]
+fn files_are_copied_with_a_name_template() {
+    let dir = TempDir::new("files");
+    let src = dir.0.join("src");
+    std::fs::create_dir_all(src.join("a")).unwrap();
+    std::fs::create_dir_all(src.join("b")).unwrap();
+    for (s, i) in [("a", 0), ("a", 1), ("b", 2)] {
+        std::fs::write(src.join(s).join(format!("{i}.txt")), format!("{s}{i}")).unwrap();
+    }
+    let template = format!("{}/{{slide}}/{{index}}.txt", src.display());
+    let out = dir.0.join("out");
+    let a = args(&[
+        &template,
+        "-c",
+        "slide=a,a,b",
+        "--name",
+        "{slide}/{index}.txt",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!(report.fetched, 3);
+    assert_eq!(read(out.join("b/2.txt")), "b2");
+    assert_eq!(read(out.join("a/1.txt")), "a1");
+    // A missing file fails with the file's path.
+    let a = args(&[
+        &template,
+        "-c",
+        "slide=a,b,b",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!(report.failures.len(), 1);
+    assert_eq!(report.failures[0].index, 1);
+    assert_eq!(
+        report.failures[0].location,
+        format!("{}/b/1.txt", src.display())
+    );
+}
+
+#[test]
+fn pending_lists_what_is_missing() {
+    let dir = TempDir::new("pending");
+    std::fs::write(dir.0.join("1"), "x").unwrap();
+    std::fs::write(dir.0.join("2.part"), "x").unwrap();
+    std::fs::create_dir(dir.0.join("3")).unwrap();
+    let (todo, skipped) = pending(4, &dir.0, |i| Ok(i.to_string())).unwrap();
+    assert_eq!(skipped, 1);
+    let indices: Vec<u64> = todo.iter().map(|(i, _)| *i).collect();
+    assert_eq!(indices, [0, 2, 3]);
+    assert_eq!(todo[1].1, dir.0.join("2"));
+}
+
+#[test]
+fn human_sizes() {
+    assert_eq!(human_bytes(0.0), "0 B");
+    assert_eq!(human_bytes(1023.0), "1023 B");
+    assert_eq!(human_bytes(1536.0), "1.5 KiB");
+    assert_eq!(
+        human_bytes(3.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        "3072.0 GiB"
+    );
+    assert_eq!(strip_location("/a: gone", "/a"), "gone");
+    assert_eq!(strip_location("other", "/a"), "other");
+}

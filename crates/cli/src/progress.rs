@@ -1,0 +1,76 @@
+//! A progress bar with rate and ETA on stderr, drawn only when stderr is a terminal.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// A progress bar of `len` steps (hidden when stderr is not a terminal: logs stay clean).
+#[derive(Debug, Clone)]
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar labelled `what`, counting `unit`s (items, batches).
+    pub fn new(len: u64, what: &str, unit: &str) -> Progress {
+        Progress::with_drawing(len, what, unit, std::io::stderr().is_terminal())
+    }
+
+    /// A bar drawn on stderr when `drawn`, else hidden.
+    pub fn with_drawing(len: u64, what: &str, unit: &str, drawn: bool) -> Progress {
+        let target = if drawn {
+            ProgressDrawTarget::stderr_with_hz(10)
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(Some(len), target);
+        let style = ProgressStyle::with_template(&format!(
+            "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} {{per_sec}} ETA {{eta}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_message(what.to_owned());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Progress { bar }
+    }
+
+    /// `n` more steps done.
+    pub fn inc(&self, n: u64) {
+        self.bar.inc(n);
+    }
+
+    /// Whether the bar is drawn.
+    pub fn is_drawn(&self) -> bool {
+        !self.bar.is_hidden()
+    }
+
+    /// Removes the bar (the summary that follows replaces it).
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hidden_bar_counts() {
+        let p = Progress::with_drawing(10, "x", "items", false);
+        assert!(!p.is_drawn());
+        p.inc(3);
+        assert_eq!(p.bar.position(), 3);
+        p.finish();
+        assert!(p.bar.is_finished());
+    }
+}

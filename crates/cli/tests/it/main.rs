@@ -1,0 +1,164 @@
+//! The `dlrs` command through `dlrs_cli::run`: exit codes of argument errors, help, prefetch.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use dlrs_cli::server::LoopbackServer;
+
+fn run(args: &[&str]) -> ExitCode {
+    dlrs_cli::run(
+        std::iter::once("dlrs")
+            .chain(args.iter().copied())
+            .map(OsString::from),
+    )
+}
+
+fn temp_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dlrs-cli-it-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn bad_arguments_exit_with_2() {
+    for args in [
+        &[][..],
+        &["nope"],
+        &["prefetch"],
+        &["prefetch", "http://h/{index}"],
+        &[
+            "prefetch",
+            "http://h/{index}",
+            "--out",
+            "/tmp/x",
+            "--concurrency",
+            "0",
+        ],
+        &[
+            "prefetch",
+            "http://h/{index}",
+            "--out",
+            "/tmp/x",
+            "-c",
+            "novalues",
+        ],
+        &[
+            "prefetch",
+            "http://h/{index}",
+            "--out",
+            "/tmp/x",
+            "--timeout=-1",
+        ],
+        &[
+            "prefetch",
+            "http://h/{index}",
+            "--out",
+            "/tmp/x",
+            "-H",
+            "noheader",
+        ],
+        &["bench", "nothing"],
+        &["bench", "--batch-size", "0"],
+        &["parity", "--unknown"],
+    ] {
+        assert_eq!(run(args), ExitCode::from(2), "{args:?}");
+    }
+}
+
+#[test]
+fn bad_templates_exit_with_2() {
+    let out = temp_dir("templates");
+    let out_s = out.to_str().unwrap();
+    for args in [
+        // no length and no columns
+        &["prefetch", "http://127.0.0.1:9/{index}", "--out", out_s][..],
+        // a placeholder without a column
+        &[
+            "prefetch",
+            "http://127.0.0.1:9/{x}",
+            "--length",
+            "2",
+            "--out",
+            out_s,
+        ],
+        // a column the template does not use
+        &[
+            "prefetch",
+            "http://127.0.0.1:9/{index}",
+            "-c",
+            "x=1",
+            "--out",
+            out_s,
+        ],
+        &[
+            "prefetch",
+            "ftp://h/{index}",
+            "--length",
+            "2",
+            "--out",
+            out_s,
+        ],
+        &["prefetch", "s3://{b}/x", "--length", "2", "--out", out_s],
+        &[
+            "prefetch",
+            "/d/{index}",
+            "--length",
+            "2",
+            "-H",
+            "a:b",
+            "--out",
+            out_s,
+        ],
+        &["prefetch", "/d/{s}", "-c", "s=a/b", "--out", out_s],
+    ] {
+        assert_eq!(run(args), ExitCode::from(2), "{args:?}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn help_and_version_exit_with_0() {
+    assert_eq!(run(&["--help"]), ExitCode::SUCCESS);
+    assert_eq!(run(&["prefetch", "--help"]), ExitCode::SUCCESS);
+    assert_eq!(run(&["--version"]), ExitCode::SUCCESS);
+}
+
+#[test]
+fn prefetch_exit_codes_and_resume() {
+    let server = LoopbackServer::start(Duration::from_millis(1)).unwrap();
+    let out = temp_dir("prefetch");
+    let out_s = out.to_str().unwrap();
+    let good = format!("{}/item/{{index}}", server.base_url());
+    assert_eq!(
+        run(&["prefetch", &good, "--length", "5", "--out", out_s]),
+        ExitCode::SUCCESS
+    );
+    assert_eq!(std::fs::read(out.join("4")).unwrap(), b"item-4");
+    assert_eq!(server.requests(), 5);
+    // One missing file and a leftover part: only that one is fetched again.
+    std::fs::remove_file(out.join("2")).unwrap();
+    std::fs::write(out.join("2.part"), b"it").unwrap();
+    assert_eq!(
+        run(&["prefetch", &good, "--length", "5", "--out", out_s]),
+        ExitCode::SUCCESS
+    );
+    assert_eq!(server.requests(), 6);
+    assert_eq!(std::fs::read(out.join("2")).unwrap(), b"item-2");
+    let bad = format!("{}/status/{{code}}", server.base_url());
+    let failed = out.join("failed");
+    let failed = failed.to_str().unwrap();
+    let args = [
+        "prefetch",
+        &bad,
+        "-c",
+        "code=200,503",
+        "--retries",
+        "0",
+        "--out",
+        failed,
+    ];
+    assert_eq!(run(&args), ExitCode::from(1));
+    std::fs::remove_dir_all(&out).unwrap();
+}
