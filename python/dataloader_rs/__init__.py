@@ -7,11 +7,20 @@ transforms) runs in parallel.
 
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._loader import PyDataloader
-from dataloader_rs._native import __version__
+from dataloader_rs import transforms
+from dataloader_rs._native import FileDataset, HttpDataset, ObjectStoreDataset, __version__
+from dataloader_rs.transforms import Image, ImageBatch, ImageCollator
 
 __all__ = [
+    "FileDataset",
+    "HttpDataset",
+    "Image",
+    "ImageBatch",
+    "ImageCollator",
+    "ObjectStoreDataset",
     "PyAsyncDataset",
     "PyDataloader",
     "PyDataset",
     "__version__",
+    "transforms",
 ]

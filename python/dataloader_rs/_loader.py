@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from dataloader_rs import _native
+from dataloader_rs import _aio, _native
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 
 B = TypeVar("B")
@@ -56,6 +56,26 @@ def _check_sync_dataset(dataset: object) -> None:
             raise TypeError(
                 f"{cls.__name__}.{name} is async def, but {cls.__name__} is a PyDataset: "
                 "subclass PyAsyncDataset for a dataset of coroutines"
+            )
+
+
+#: The datasets fetched in Rust.
+RUST_DATASETS = (_native.HttpDataset, _native.FileDataset, _native.ObjectStoreDataset)
+
+
+def _check_async_dataset(dataset: object) -> None:
+    cls = type(dataset)
+    for name in ("__len__", "__getitem__"):
+        if getattr(cls, name, None) is None:
+            raise TypeError(f"{cls.__name__} must define {name} to be used as a dataset")
+    if _is_async(cls.__len__):
+        raise TypeError(f"{cls.__name__}.__len__ must be a plain method, not async def")
+    for name in ("__getitem__", "__getitems__", "aclose"):
+        method = getattr(cls, name, None)
+        if method is not None and not inspect.iscoroutinefunction(method):
+            raise TypeError(
+                f"{cls.__name__}.{name} must be async def: {cls.__name__} is a PyAsyncDataset "
+                "(subclass PyDataset for a dataset of plain methods)"
             )
 
 
@@ -165,14 +185,20 @@ class PyDataloader(Generic[B]):
 
         if isinstance(dataset, PyDataset) and isinstance(dataset, PyAsyncDataset):
             raise TypeError(f"{type(dataset).__name__} subclasses both PyDataset and PyAsyncDataset: choose one")
-        if isinstance(dataset, PyAsyncDataset):
-            raise NotImplementedError("PyAsyncDataset is not supported by this build yet")
-        if runtime_threads is not None:
+        is_async = isinstance(dataset, PyAsyncDataset)
+        is_rust = isinstance(dataset, RUST_DATASETS)
+        if is_async or is_rust:
+            if runtime_threads is not None:
+                runtime_threads = _int_arg("runtime_threads", runtime_threads, 1, 1024)
+        elif runtime_threads is not None:
             raise ValueError(
                 "runtime_threads sizes the async runtime of async and Rust datasets; "
                 f"{type(dataset).__name__} is a synchronous dataset"
             )
-        _check_sync_dataset(dataset)
+        if is_async:
+            _check_async_dataset(dataset)
+        elif not is_rust:
+            _check_sync_dataset(dataset)
 
         self.dataset = dataset
         self.shuffle = shuffle
@@ -182,6 +208,40 @@ class PyDataloader(Generic[B]):
         self.drop_last = drop_last
         self.return_indices = return_indices
         self.runtime_threads = runtime_threads
+
+        common: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "prefetch_depth": self.prefetch_depth,
+            "item_concurrency": self.item_concurrency,
+            "drop_last": drop_last,
+            "return_indices": return_indices,
+            "shuffle": shuffle,
+            "seed": None if seed is None else seed % _U64,
+        }
+        wrapped = None if transform is None else _two_argument(transform)
+        if is_rust:
+            self._native = _native.Loader.over_rust(
+                dataset, wrapped, collate_fn, runtime_threads=runtime_threads, **common
+            )
+            self.seed = self._native.seed
+            return
+        if is_async:
+            # The loop is closed (aclose awaited) by the native loader once it and its
+            # iterators are gone.
+            event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
+            getitems = getattr(dataset, "__getitems__", None) if self.item_concurrency == 1 else None
+            self._native = _native.Loader.over_async(
+                event_loop,
+                dataset.__getitem__,
+                getitems,
+                wrapped,
+                collate_fn,
+                runtime_threads=runtime_threads,
+                **common,
+            )
+            self.seed = self._native.seed
+            return
 
         getitems = getattr(dataset, "__getitems__", None)
         if getitems is not None and not callable(getitems):

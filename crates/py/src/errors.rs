@@ -4,10 +4,18 @@
 //! through Rust as the original `PyErr` and are never re-created, so they keep their type,
 //! message and traceback.
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use std::io;
+
+use pyo3::exceptions::{
+    PyBlockingIOError, PyBrokenPipeError, PyConnectionAbortedError, PyConnectionRefusedError,
+    PyConnectionResetError, PyFileExistsError, PyFileNotFoundError, PyIndexError,
+    PyInterruptedError, PyIsADirectoryError, PyNotADirectoryError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 
 use dlrs_core::LoadError;
+use dlrs_io::PyKind;
 
 /// A configuration the core refused: always the caller's fault.
 pub fn core_error(e: &dlrs_core::Error) -> PyErr {
@@ -22,5 +30,70 @@ pub fn load_error(e: LoadError<PyErr>) -> PyErr {
             PyRuntimeError::new_err(format!("a dataloader-rs worker panicked: {msg}"))
         }
         LoadError::Cancelled => PyRuntimeError::new_err("the batch was abandoned with its epoch"),
+    }
+}
+
+/// A `dlrs-io` error as the Python exception [`dlrs_io::Error::python_kind`] names: an I/O
+/// error becomes the `OSError` subclass of its kind (`FileNotFoundError` for `NotFound`, ...),
+/// with its errno when the OS gave one. Messages are already redacted by `dlrs-io`.
+pub fn io_error(e: &dlrs_io::Error) -> PyErr {
+    let message = e.to_string();
+    match e.python_kind() {
+        PyKind::ValueError => PyValueError::new_err(message),
+        PyKind::TypeError => PyTypeError::new_err(message),
+        PyKind::IndexError => PyIndexError::new_err(message),
+        PyKind::TimeoutError => PyTimeoutError::new_err(message),
+        PyKind::RuntimeError => PyRuntimeError::new_err(message),
+        PyKind::OSError { errno, kind } => os_error(errno, kind, message),
+    }
+}
+
+/// `OSError` or its subclass for `kind`; `OSError(errno, message)` when there is an errno, so
+/// `.errno` and `.strerror` are set as for an error raised by Python's own I/O.
+fn os_error(errno: Option<i32>, kind: Option<io::ErrorKind>, message: String) -> PyErr {
+    macro_rules! raise {
+        ($ty:ty) => {
+            match errno {
+                Some(errno) => <$ty>::new_err((errno, message)),
+                None => <$ty>::new_err(message),
+            }
+        };
+    }
+    match kind {
+        Some(io::ErrorKind::NotFound) => raise!(PyFileNotFoundError),
+        Some(io::ErrorKind::PermissionDenied) => raise!(PyPermissionError),
+        Some(io::ErrorKind::AlreadyExists) => raise!(PyFileExistsError),
+        Some(io::ErrorKind::IsADirectory) => raise!(PyIsADirectoryError),
+        Some(io::ErrorKind::NotADirectory) => raise!(PyNotADirectoryError),
+        Some(io::ErrorKind::Interrupted) => raise!(PyInterruptedError),
+        Some(io::ErrorKind::WouldBlock) => raise!(PyBlockingIOError),
+        Some(io::ErrorKind::TimedOut) => raise!(PyTimeoutError),
+        Some(io::ErrorKind::ConnectionRefused) => raise!(PyConnectionRefusedError),
+        Some(io::ErrorKind::ConnectionReset) => raise!(PyConnectionResetError),
+        Some(io::ErrorKind::ConnectionAborted) => raise!(PyConnectionAbortedError),
+        Some(io::ErrorKind::BrokenPipe) => raise!(PyBrokenPipeError),
+        _ => raise!(PyOSError),
+    }
+}
+
+/// An image error of `dlrs-transforms`: the spec makes every one a `ValueError` (bad arguments,
+/// over-limit, corrupt or truncated images, a transform given an image it does not take, a batch
+/// of mixed shapes or types), with the crate's message, which says why.
+pub fn image_error(e: &dlrs_transforms::Error) -> PyErr {
+    use dlrs_transforms::Error as E;
+    let msg = e.to_string();
+    match e {
+        E::InvalidArgument { .. } | E::InvalidImage { .. } => PyValueError::new_err(msg),
+        E::TooLarge { .. } | E::AllocationTooLarge { .. } => PyValueError::new_err(msg),
+        E::UnknownFormat { .. }
+        | E::Corrupt { .. }
+        | E::Truncated { .. }
+        | E::Unsupported { .. } => PyValueError::new_err(msg),
+        E::WrongInput { .. } => PyValueError::new_err(msg),
+        E::ShapeMismatch { .. } | E::DtypeMismatch { .. } | E::EmptyBatch => {
+            PyValueError::new_err(msg)
+        }
+        // The enum is non-exhaustive: a variant added later is still the caller's data.
+        _ => PyValueError::new_err(msg),
     }
 }

@@ -4,6 +4,8 @@
 //! - [`source`]: a Python dataset as a core `Source` (getitem, getitems).
 //! - [`pipeline`]: what happens to each item after its fetch: transform, collation.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
+//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
+//!   and Rust datasets.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //!
 //! PyO3 is pinned to 0.28.3 (see the root Cargo.toml); this crate avoids the APIs of its two
@@ -11,6 +13,7 @@
 
 use pyo3::prelude::*;
 
+pub mod datasets;
 pub mod errors;
 pub mod loader;
 pub mod pipeline;
@@ -22,5 +25,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::BatchIterator>()?;
+    m.add_class::<datasets::HttpDataset>()?;
+    m.add_class::<datasets::FileDataset>()?;
+    m.add_class::<datasets::ObjectStoreDataset>()?;
     Ok(())
 }

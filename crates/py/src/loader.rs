@@ -1,6 +1,6 @@
-//! The native half of `PyDataloader`: a core [`dlrs_core::Loader`] over a Python dataset, and
-//! the iterator of one epoch. Argument checking lives in `python/dataloader_rs/_loader.py`,
-//! which builds these.
+//! The native half of `PyDataloader`: a core [`dlrs_core::Loader`] over a dataset (Python,
+//! async or Rust: [`AnySource`]), and the iterator of one epoch. Argument checking lives in
+//! `python/dataloader_rs/_loader.py`, which builds these.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,18 +9,98 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyType};
 
-use dlrs_core::{Config, Epoch, Indices, Order, Recv, Shuffle};
+use dlrs_core::{BatchCtx, Config, Epoch, Indices, LoadError, Order, Recv, Shuffle, Source};
+use dlrs_io::Runtime;
 
-use crate::errors::{core_error, load_error};
+use crate::datasets::aio::{AsyncSource, CloseOnDrop};
+use crate::datasets::rust::RustSource;
+use crate::datasets::rust_dataset;
+use crate::datasets::stage::Stage;
+use crate::errors::{core_error, io_error, load_error};
 use crate::pipeline::Pipeline;
 use crate::seam::{Slice, wait_interruptibly};
 use crate::source::{Calls, PySource};
 
-/// A loader over a Python dataset (made by `PyDataloader`).
+/// What a loader loads: a Python dataset (on worker threads), a Rust dataset (futures on
+/// tokio) or a `PyAsyncDataset` (coroutines on the loader's event loop).
+pub enum AnySource {
+    Python(PySource),
+    Rust(RustSource),
+    Async(AsyncSource),
+}
+
+impl Source for AnySource {
+    type Batch = Py<PyAny>;
+    type Error = PyErr;
+
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
+        match self {
+            Self::Python(s) => s.load_batch(indices, ctx),
+            Self::Rust(s) => s.load_batch(indices, ctx),
+            Self::Async(s) => s.load_batch(indices, ctx),
+        }
+    }
+
+    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self {
+            Self::Python(s) => s.session(f),
+            // These wait on tokio with the interpreter released.
+            Self::Rust(_) | Self::Async(_) => f(),
+        }
+    }
+}
+
+/// The arguments every loader takes, as `PyDataloader` checked them.
+struct Common {
+    batch_size: usize,
+    num_workers: usize,
+    prefetch_depth: usize,
+    item_concurrency: usize,
+    drop_last: bool,
+    shuffle: bool,
+    seed: Option<u64>,
+}
+
+impl Common {
+    /// The core configuration of an async or Rust dataset: at least one batch in flight, on a
+    /// worker; the items of a batch are futures, not pool threads.
+    fn async_config(&self) -> Config {
+        Config {
+            batch_size: self.batch_size,
+            num_workers: self.num_workers.max(1),
+            prefetch_depth: self.prefetch_depth,
+            item_concurrency: 1,
+            drop_last: self.drop_last,
+        }
+    }
+
+    /// The threads of the transform pool of an async or Rust dataset:
+    /// `num_workers × item_concurrency`, at most the CPUs available.
+    fn transform_threads(&self) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        self.num_workers
+            .max(1)
+            .saturating_mul(self.item_concurrency)
+            .min(cpus)
+    }
+
+    fn shuffle(&self) -> Option<Shuffle> {
+        self.shuffle.then(|| {
+            self.seed
+                .map_or_else(Shuffle::from_entropy, Shuffle::seeded)
+        })
+    }
+}
+
+/// A loader over a dataset (made by `PyDataloader`).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "Loader")]
 pub struct Loader {
-    inner: dlrs_core::Loader<PySource>,
+    inner: dlrs_core::Loader<AnySource>,
     shuffle: Option<Shuffle>,
+    /// The transform threads of an async or Rust dataset (0 otherwise).
+    transform_threads: usize,
+    /// The event loop of a `PyAsyncDataset`, shared with the iterators.
+    event_loop: Option<Arc<CloseOnDrop>>,
 }
 
 #[pymethods]
@@ -66,15 +146,144 @@ impl Loader {
             drop_last,
         };
         let inner = dlrs_core::Loader::new(
-            PySource {
+            AnySource::Python(PySource {
                 calls: Arc::new(calls),
                 item_concurrency,
-            },
+            }),
             config,
         )
         .map_err(|e| core_error(&e))?;
         let shuffle = shuffle.then(|| seed.map_or_else(Shuffle::from_entropy, Shuffle::seeded));
-        Ok(Self { inner, shuffle })
+        Ok(Self {
+            inner,
+            shuffle,
+            transform_threads: 0,
+            event_loop: None,
+        })
+    }
+
+    /// A loader over a Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`).
+    #[staticmethod]
+    #[pyo3(signature = (
+        dataset, transform, collate_fn, *, batch_size, num_workers, prefetch_depth,
+        item_concurrency, drop_last, return_indices, shuffle, seed, runtime_threads
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn over_rust(
+        dataset: &Bound<'_, PyAny>,
+        transform: Option<Py<PyAny>>,
+        collate_fn: Option<Py<PyAny>>,
+        batch_size: usize,
+        num_workers: usize,
+        prefetch_depth: usize,
+        item_concurrency: usize,
+        drop_last: bool,
+        return_indices: bool,
+        shuffle: bool,
+        seed: Option<u64>,
+        runtime_threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let common = Common {
+            batch_size,
+            num_workers,
+            prefetch_depth,
+            item_concurrency,
+            drop_last,
+            shuffle,
+            seed,
+        };
+        let dataset = rust_dataset(dataset)?;
+        let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
+        let stage = Stage::new(
+            Pipeline::from_py(transform, collate_fn, return_indices),
+            common.transform_threads(),
+        );
+        let transform_threads = stage.threads();
+        let source = AnySource::Rust(RustSource {
+            dataset,
+            runtime: Arc::new(runtime),
+            item_concurrency: item_concurrency.max(1),
+            stage,
+        });
+        let inner =
+            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+        Ok(Self {
+            inner,
+            shuffle: common.shuffle(),
+            transform_threads,
+            event_loop: None,
+        })
+    }
+
+    /// A loader over a `PyAsyncDataset` whose coroutines run on `event_loop` (an
+    /// `_aio.EventLoop`); `getitems` is used only with `item_concurrency=1`.
+    #[staticmethod]
+    #[pyo3(signature = (
+        event_loop, getitem, getitems, transform, collate_fn, *, batch_size, num_workers,
+        prefetch_depth, item_concurrency, drop_last, return_indices, shuffle, seed,
+        runtime_threads
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn over_async(
+        py: Python<'_>,
+        event_loop: Py<PyAny>,
+        getitem: Py<PyAny>,
+        getitems: Option<Py<PyAny>>,
+        transform: Option<Py<PyAny>>,
+        collate_fn: Option<Py<PyAny>>,
+        batch_size: usize,
+        num_workers: usize,
+        prefetch_depth: usize,
+        item_concurrency: usize,
+        drop_last: bool,
+        return_indices: bool,
+        shuffle: bool,
+        seed: Option<u64>,
+        runtime_threads: Option<usize>,
+    ) -> PyResult<Self> {
+        let common = Common {
+            batch_size,
+            num_workers,
+            prefetch_depth,
+            item_concurrency,
+            drop_last,
+            shuffle,
+            seed,
+        };
+        let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
+        let stage = Stage::new(
+            Pipeline::from_py(transform, collate_fn, return_indices),
+            common.transform_threads(),
+        );
+        let transform_threads = stage.threads();
+        let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
+        let source = AnySource::Async(AsyncSource {
+            event_loop,
+            getitem,
+            getitems: if item_concurrency <= 1 {
+                getitems
+            } else {
+                None
+            },
+            item_concurrency: item_concurrency.max(1),
+            runtime: Arc::new(runtime),
+            stage,
+        });
+        let inner =
+            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+        Ok(Self {
+            inner,
+            shuffle: common.shuffle(),
+            transform_threads,
+            event_loop: Some(guard),
+        })
+    }
+
+    /// The threads of the transform pool of an async or Rust dataset (0 for a Python dataset,
+    /// whose transform runs on the workers, and without a transform).
+    #[getter]
+    fn transform_threads(&self) -> usize {
+        self.transform_threads
     }
 
     /// The number of batches of an epoch of `len` items.
@@ -118,6 +327,7 @@ impl Loader {
         BatchIterator {
             epoch: self.inner.epoch(order),
             busy: AtomicBool::new(false),
+            _event_loop: self.event_loop.clone(),
             workers: config.num_workers > 0,
             inline_releases: config.num_workers == 0 && config.item_concurrency > 1,
         }
@@ -180,8 +390,10 @@ fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
 /// The batches of one epoch, in order.
 #[pyclass(frozen, module = "dataloader_rs._native", name = "BatchIterator")]
 pub struct BatchIterator {
-    epoch: Epoch<PySource>,
+    epoch: Epoch<AnySource>,
     busy: AtomicBool,
+    /// Keeps the event loop of a `PyAsyncDataset` open while the iterator lives.
+    _event_loop: Option<Arc<CloseOnDrop>>,
     workers: bool,
     /// Without workers but with concurrent items, this thread waits for helpers that need the
     /// interpreter, so it releases it while the batch loads.

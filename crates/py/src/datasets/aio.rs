@@ -1,0 +1,192 @@
+//! A `PyAsyncDataset` as a core source: the batch is one coroutine on the loader's asyncio event
+//! loop (`python/dataloader_rs/_aio.py` runs `item_concurrency` items at a time); each item is
+//! handed back to Rust as it arrives and transformed on the loader's pool, then the batch is
+//! collated. The worker waits without the interpreter; an abandoned batch cancels its coroutine.
+
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use futures::future::{Either, select};
+use futures::stream::{FuturesUnordered, StreamExt};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use dlrs_core::{BatchCtx, LoadError};
+use dlrs_io::Runtime;
+
+use super::rust::wait_batch;
+use super::stage::Stage;
+use crate::pipeline::Sample;
+
+/// One item (or the whole batch, `pos` None) as the event loop delivered it.
+struct Arrival {
+    pos: Option<usize>,
+    result: PyResult<Py<PyAny>>,
+}
+
+/// The callback the batch coroutine calls with each item: `deliver(pos, value, failed)`.
+#[pyclass(frozen, module = "dataloader_rs._native", name = "_Deliver")]
+pub struct Deliver {
+    tx: mpsc::UnboundedSender<Arrival>,
+}
+
+#[pymethods]
+impl Deliver {
+    fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) {
+        let result = if failed {
+            // The exception object itself: it reaches the consumer with its type and identity.
+            Err(PyErr::from_value(value))
+        } else {
+            Ok(value.unbind())
+        };
+        // The batch may have been abandoned already: nobody listens then.
+        let _ = self.tx.unbounded_send(Arrival { pos, result });
+    }
+}
+
+/// Cancels the batch's coroutine (its concurrent future) unless defused.
+struct CancelOnDrop(Option<Py<PyAny>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(future) = self.0.take() {
+            Python::attach(|py| {
+                let _ = future.bind(py).call_method0("cancel");
+            });
+        }
+    }
+}
+
+/// A `PyAsyncDataset`, loaded a batch at a time on the loader's event loop.
+pub struct AsyncSource {
+    /// The loader's `_aio.EventLoop`.
+    pub event_loop: Py<PyAny>,
+    pub getitem: Py<PyAny>,
+    /// `__getitems__`, given only when `item_concurrency` is 1.
+    pub getitems: Option<Py<PyAny>>,
+    pub item_concurrency: usize,
+    pub runtime: Arc<Runtime>,
+    pub stage: Stage,
+}
+
+/// Closes the loader's event loop (awaiting `aclose()`) when dropped. The native loader and
+/// each of its iterators hold one, so the loop closes once the loader and all its iterators are
+/// gone: an iterator may outlive its loader, as in `for batch in PyDataloader(...)`. Batches
+/// still loading in the background then fail, unseen.
+pub struct CloseOnDrop(pub Py<PyAny>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            let finalizing = py
+                .import("sys")
+                .and_then(|sys| sys.call_method0("is_finalizing"))
+                .and_then(|f| f.is_truthy())
+                .unwrap_or(true);
+            // At exit, `_aio` closed every loop from an atexit hook, while threads still ran.
+            if !finalizing && let Err(e) = self.0.bind(py).call_method0("close") {
+                e.write_unraisable(py, Some(self.0.bind(py)));
+            }
+        });
+    }
+}
+
+impl AsyncSource {
+    /// Loads one batch (on a worker thread).
+    pub fn load_batch(
+        &self,
+        indices: &[u64],
+        ctx: &BatchCtx,
+    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
+        let (tx, rx) = mpsc::unbounded();
+        let future = Python::attach(|py| {
+            self.event_loop
+                .bind(py)
+                .call_method1(
+                    "submit",
+                    (
+                        self.getitem.clone_ref(py),
+                        self.getitems.as_ref().map(|g| g.clone_ref(py)),
+                        PyList::new(py, indices)?,
+                        self.item_concurrency,
+                        Deliver { tx },
+                    ),
+                )
+                .map(Bound::unbind)
+        })
+        .map_err(LoadError::Source)?;
+        let mut guard = CancelOnDrop(Some(future));
+        let samples = wait_batch(&self.runtime, self.gather(rx, indices), ctx)?;
+        // Every item arrived: the coroutine is finishing by itself.
+        guard.0 = None;
+        self.stage
+            .pipeline()
+            .collate_detached(samples, indices)
+            .map_err(LoadError::Source)
+    }
+
+    /// Receives the items as the coroutine delivers them, transforming each as it arrives.
+    async fn gather(
+        &self,
+        mut arrivals: mpsc::UnboundedReceiver<Arrival>,
+        indices: &[u64],
+    ) -> PyResult<Vec<Sample>> {
+        let n = indices.len();
+        let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
+        let mut filled = 0;
+        let mut transforming = FuturesUnordered::new();
+        let mut arrived = 0;
+        while filled < n {
+            let event = if transforming.is_empty() || arrived == n {
+                if arrived < n {
+                    Either::Left(arrivals.next().await)
+                } else {
+                    Either::Right(transforming.next().await)
+                }
+            } else {
+                match select(arrivals.next(), transforming.next()).await {
+                    Either::Left((arrival, _)) => Either::Left(arrival),
+                    Either::Right((done, _)) => Either::Right(done),
+                }
+            };
+            match event {
+                Either::Left(None) => {
+                    return Err(PyRuntimeError::new_err(
+                        "the loader's event loop stopped before the batch was loaded",
+                    ));
+                }
+                Either::Left(Some(Arrival { result: Err(e), .. })) => return Err(e),
+                Either::Left(Some(Arrival { pos: None, .. })) => {
+                    return Err(PyRuntimeError::new_err(
+                        "the batch coroutine ended without its items",
+                    ));
+                }
+                Either::Left(Some(Arrival {
+                    pos: Some(pos),
+                    result: Ok(value),
+                })) => {
+                    let Some(&index) = indices.get(pos) else {
+                        return Err(PyRuntimeError::new_err(format!(
+                            "item {pos} of a batch of {n} was delivered"
+                        )));
+                    };
+                    arrived += 1;
+                    let transform = self.stage.transform(index, Sample::Py(value));
+                    transforming.push(async move { (pos, transform.await) });
+                }
+                Either::Right(None) => {}
+                Either::Right(Some((_, Err(e)))) => return Err(e),
+                Either::Right(Some((pos, Ok(sample)))) => {
+                    if slots[pos].replace(sample).is_none() {
+                        filled += 1;
+                    }
+                }
+            }
+        }
+        Ok(slots
+            .into_iter()
+            .map(|s| s.expect("every item of the batch arrived"))
+            .collect())
+    }
+}

@@ -1,0 +1,304 @@
+//! The arguments of the Rust datasets' constructors, read from Python: location lists, template
+//! columns, headers, object-store options, retry settings, durations and sizes.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyString};
+
+use dlrs_io::{Column, RetryOptions};
+
+use crate::errors::io_error;
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
+/// A non-negative int argument (bools and other types are a TypeError, negative values a
+/// ValueError).
+pub fn non_negative(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if value.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, got {value}"
+        )));
+    }
+    let Ok(int) = value.extract::<i128>() else {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, got {} ({})",
+            value
+                .repr()
+                .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+            type_name(value)
+        )));
+    };
+    u64::try_from(int).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} must be a non-negative int below 2**64, got {int}"
+        ))
+    })
+}
+
+/// `max_bytes`, 64 MiB when not given.
+pub fn max_bytes(value: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+    value.map_or(Ok(dlrs_io::DEFAULT_MAX_BYTES), |v| {
+        non_negative("max_bytes", v)
+    })
+}
+
+/// A number of seconds (finite, ≥ 0), or None.
+pub fn duration(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+    value
+        .map(|v| dlrs_io::seconds(name, v).map_err(|e| io_error(&e)))
+        .transpose()
+}
+
+/// `retries` (`default` when not given), `backoff`, `max_backoff`.
+pub fn retry(
+    retries: Option<&Bound<'_, PyAny>>,
+    default: u32,
+    backoff: f64,
+    max_backoff: f64,
+) -> PyResult<RetryOptions> {
+    let retries = match retries {
+        Some(r) => u32::try_from(non_negative("retries", r)?)
+            .map_err(|_| PyValueError::new_err("retries must be below 2**32"))?,
+        None => default,
+    };
+    let backoff = dlrs_io::seconds("backoff", backoff).map_err(|e| io_error(&e))?;
+    let max_backoff = dlrs_io::seconds("max_backoff", max_backoff).map_err(|e| io_error(&e))?;
+    Ok(RetryOptions {
+        retries,
+        backoff,
+        max_backoff,
+    })
+}
+
+/// Refuses a str or bytes where a sequence of them is expected (iterating it would give
+/// characters).
+fn not_a_single_string(name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    if value.is_instance_of::<PyString>() || value.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be a sequence of str, not a single {}",
+            type_name(value)
+        )));
+    }
+    Ok(())
+}
+
+/// A sequence of str (URLs, object keys).
+pub fn strs(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    not_a_single_string(name, value)?;
+    let iter = value.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a sequence of str, got {}",
+            type_name(value)
+        ))
+    })?;
+    let mut out = Vec::with_capacity(value.len().unwrap_or(0));
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        let s = item.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{name} must be a sequence of str: item {i} is {}",
+                type_name(&item)
+            ))
+        })?;
+        out.push(s.to_str()?.to_owned());
+    }
+    Ok(out)
+}
+
+/// A sequence of paths (str or os.PathLike).
+pub fn paths(value: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
+    not_a_single_string("paths", value)?;
+    let iter = value.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "paths must be a sequence of str or os.PathLike, got {}",
+            type_name(value)
+        ))
+    })?;
+    let mut out = Vec::with_capacity(value.len().unwrap_or(0));
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        out.push(path("paths", i, &item)?);
+    }
+    Ok(out)
+}
+
+/// One path: a str or an os.PathLike (whose `__fspath__` gives str or bytes).
+pub fn path(name: &str, i: usize, item: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    item.extract::<PathBuf>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must hold str or os.PathLike: item {i} is {}",
+            type_name(item)
+        ))
+    })
+}
+
+/// `{name: value}` pairs of str from a mapping (headers, object-store options), or none.
+pub fn str_pairs(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let items = value.call_method0("items").map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a mapping of str to str, got {}",
+            type_name(value)
+        ))
+    })?;
+    let mut out = Vec::new();
+    for pair in items.try_iter()? {
+        let (key, val): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+        let (Ok(key), Ok(val)) = (key.cast::<PyString>(), val.cast::<PyString>()) else {
+            return Err(PyTypeError::new_err(format!(
+                "{name} must be a mapping of str to str: {} maps to {}",
+                key.repr()
+                    .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                type_name(&val)
+            )));
+        };
+        out.push((key.to_str()?.to_owned(), val.to_str()?.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The columns of a template: a mapping of column names to sequences (or numpy arrays) of ints
+/// or of strs.
+pub fn columns(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, Column)>> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let items = value.call_method0("items").map_err(|_| {
+        PyTypeError::new_err(format!(
+            "columns must be a mapping of column names to sequences of ints or strs, got {}",
+            type_name(value)
+        ))
+    })?;
+    let mut out = Vec::new();
+    for pair in items.try_iter()? {
+        let (key, values): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+        let name = key
+            .cast::<PyString>()
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "column names must be str, got {} ({})",
+                    key.repr()
+                        .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                    type_name(&key)
+                ))
+            })?
+            .to_str()?
+            .to_owned();
+        let column = column(&name, &values)?;
+        out.push((name, column));
+    }
+    Ok(out)
+}
+
+fn not_ints_or_strs(name: &str, what: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "column '{name}' must hold ints or strs, but {what}"
+    ))
+}
+
+/// One column: a numpy array of an integer or str dtype, or a sequence of ints or of strs.
+fn column(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Column> {
+    if values.is_instance_of::<PyString>() || values.is_instance_of::<PyBytes>() {
+        return Err(not_ints_or_strs(
+            name,
+            &format!("it is a single {}", type_name(values)),
+        ));
+    }
+    // A numpy array: its dtype decides, and tolist() gives Python ints or strs.
+    if let Ok(kind) = values
+        .getattr("dtype")
+        .and_then(|d| d.getattr("kind"))
+        .and_then(|k| k.extract::<String>())
+    {
+        let list = values.call_method0("tolist")?;
+        return match kind.as_str() {
+            "i" | "u" => ints(name, &list),
+            "U" | "O" => sequence(name, &list),
+            _ => Err(not_ints_or_strs(
+                name,
+                &format!(
+                    "it is an array of dtype {}",
+                    values.getattr("dtype")?.str()?
+                ),
+            )),
+        };
+    }
+    sequence(name, values)
+}
+
+fn ints(name: &str, list: &Bound<'_, PyAny>) -> PyResult<Column> {
+    match list.extract::<Vec<i64>>() {
+        Ok(v) => Ok(Column::Ints(v)),
+        Err(_) => Err(PyValueError::new_err(format!(
+            "column '{name}' holds an int that does not fit in 64 bits (signed)"
+        ))),
+    }
+}
+
+/// A sequence whose first value decides: all ints (not bools) or all strs.
+fn sequence(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Column> {
+    let iter = values
+        .try_iter()
+        .map_err(|_| not_ints_or_strs(name, &format!("it is a {}", type_name(values))))?;
+    let mut int_values = Vec::new();
+    let mut str_values = Vec::new();
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        if let Ok(s) = item.cast::<PyString>() {
+            if !int_values.is_empty() {
+                return Err(not_ints_or_strs(
+                    name,
+                    &format!("item {i} is a str after ints"),
+                ));
+            }
+            str_values.push(s.to_str()?.to_owned());
+            continue;
+        }
+        if item.is_instance_of::<PyBool>() || !str_values.is_empty() {
+            return Err(not_ints_or_strs(
+                name,
+                &format!("item {i} is {}", type_name(&item)),
+            ));
+        }
+        match item.extract::<i64>() {
+            Ok(v) => int_values.push(v),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(item.py()) => {
+                return Err(PyValueError::new_err(format!(
+                    "column '{name}', item {i}: {item} does not fit in 64 bits (signed)"
+                )));
+            }
+            Err(_) => {
+                return Err(not_ints_or_strs(
+                    name,
+                    &format!("item {i} is {}", type_name(&item)),
+                ));
+            }
+        }
+    }
+    if str_values.is_empty() {
+        Ok(Column::Ints(int_values))
+    } else {
+        Ok(Column::Strs(str_values))
+    }
+}
+
+/// An optional length: a non-negative int or None.
+pub fn length(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
+    value
+        .filter(|v| !v.is_none())
+        .map(|v| {
+            usize::try_from(non_negative("length", v)?)
+                .map_err(|_| PyValueError::new_err("length is too large"))
+        })
+        .transpose()
+}

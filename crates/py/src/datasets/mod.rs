@@ -1,0 +1,477 @@
+//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`), and
+//! the sources that load async and Rust datasets on the loader's tokio runtime.
+//!
+//! - [`args`]: reading the constructors' arguments.
+//! - [`stage`]: the per-item transform on the loader's pool, as each item arrives.
+//! - [`rust`]: a Rust dataset as a core source (futures on tokio, no interpreter).
+//! - [`aio`]: a `PyAsyncDataset` as a core source (coroutines on the loader's asyncio loop).
+
+pub mod aio;
+pub mod args;
+pub mod rust;
+pub mod stage;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyType};
+
+use dlrs_io::{Dataset, FileOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
+
+use crate::errors::io_error;
+
+/// How often a wait on the runtime checks for signals or a cancelled epoch.
+pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(20);
+
+/// The runtime of `dataset[i]` outside any loader (one thread, built on first use).
+fn getitem_runtime() -> PyResult<&'static Runtime> {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    if let Some(runtime) = RUNTIME.get() {
+        return Ok(runtime);
+    }
+    let runtime = Runtime::new(Some(1)).map_err(|e| io_error(&e))?;
+    Ok(RUNTIME.get_or_init(|| runtime))
+}
+
+/// Fetches item `index` (negative counts from the end) on the calling thread, with the
+/// interpreter released and Ctrl-C checked.
+fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py<PyBytes>> {
+    let len = dataset.len();
+    let resolved = if index < 0 {
+        len.checked_sub(index.unsigned_abs())
+    } else {
+        Some(index.unsigned_abs())
+    };
+    let Some(i) = resolved.filter(|&i| i < len) else {
+        return Err(PyIndexError::new_err(format!(
+            "index {index} is out of range for a dataset of {len} items"
+        )));
+    };
+    let runtime = getitem_runtime()?;
+    let future = dataset.fetch(i as u64);
+    let outcome = py.detach(|| {
+        runtime.block_on_checked(future, CHECK_INTERVAL, || {
+            Python::attach(|py| py.check_signals())
+        })
+    });
+    match outcome {
+        Err(e) | Ok(Ok(Err(e))) => Err(io_error(&e)),
+        Ok(Err(interrupted)) => Err(interrupted),
+        Ok(Ok(Ok(bytes))) => Ok(PyBytes::new(py, &bytes).unbind()),
+    }
+}
+
+/// The Rust dataset behind a Python object, or TypeError.
+pub fn rust_dataset(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dataset>> {
+    if let Ok(d) = obj.cast::<HttpDataset>() {
+        return Ok(Arc::new(d.get().inner.clone()));
+    }
+    if let Ok(d) = obj.cast::<FileDataset>() {
+        return Ok(Arc::new(d.get().inner.clone()));
+    }
+    if let Ok(d) = obj.cast::<ObjectStoreDataset>() {
+        return Ok(Arc::new(d.get().inner.clone()));
+    }
+    Err(PyTypeError::new_err(format!(
+        "expected HttpDataset, FileDataset or ObjectStoreDataset, got {}",
+        obj.get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+    )))
+}
+
+fn seconds_shown(d: Option<Duration>) -> String {
+    d.map_or_else(|| "None".to_owned(), |d| format!("{:?}", d.as_secs_f64()))
+}
+
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// Item i is the body of a GET request to `urls[i]` (or to the URL a template makes).
+#[pyclass(frozen, module = "dataloader_rs._native", name = "HttpDataset")]
+pub struct HttpDataset {
+    inner: dlrs_io::HttpDataset,
+    /// What the dataset was made from, without secrets (no query, no header values).
+    shown: String,
+}
+
+impl HttpDataset {
+    #[allow(clippy::too_many_arguments)]
+    fn options(
+        headers: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        connect_timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<HttpOptions> {
+        let defaults = HttpOptions::default();
+        Ok(HttpOptions {
+            headers: args::str_pairs("headers", headers)?,
+            timeout: args::duration("timeout", timeout)?,
+            connect_timeout: args::duration("connect_timeout", connect_timeout)?,
+            retry: args::retry(retries, defaults.retry.retries, backoff, max_backoff)?,
+            max_bytes: args::max_bytes(max_bytes)?,
+        })
+    }
+
+    fn shown_options(options: &HttpOptions) -> String {
+        let mut out = String::new();
+        if !options.headers.is_empty() {
+            let names: Vec<String> = options.headers.iter().map(|(k, _)| quoted(k)).collect();
+            out.push_str(&format!(", headers=[{}]", names.join(", ")));
+        }
+        out.push_str(&format!(
+            ", timeout={}, retries={}",
+            seconds_shown(options.timeout),
+            options.retry.retries
+        ));
+        out
+    }
+}
+
+#[pymethods]
+impl HttpDataset {
+    #[new]
+    #[pyo3(signature = (
+        urls, *, headers=None, timeout=Some(30.0), connect_timeout=Some(10.0), retries=None,
+        backoff=0.1, max_backoff=5.0, max_bytes=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        urls: &Bound<'_, PyAny>,
+        headers: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        connect_timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let urls = args::strs("urls", urls)?;
+        let options = Self::options(
+            headers,
+            timeout,
+            connect_timeout,
+            retries,
+            backoff,
+            max_backoff,
+            max_bytes,
+        )?;
+        let first = urls.first().map_or_else(String::new, |u| {
+            format!(", first {}", quoted(&redact_url(u)))
+        });
+        let shown = format!(
+            "HttpDataset({} URLs{first}{})",
+            urls.len(),
+            Self::shown_options(&options)
+        );
+        let inner = py
+            .detach(|| dlrs_io::HttpDataset::new(urls, options))
+            .map_err(|e| io_error(&e))?;
+        Ok(Self { inner, shown })
+    }
+
+    /// A dataset of the URLs made from `template` with the values of `columns` (and `{index}`).
+    #[classmethod]
+    #[pyo3(signature = (
+        template, columns=None, *, length=None, headers=None, timeout=Some(30.0),
+        connect_timeout=Some(10.0), retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_template(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        template: &str,
+        columns: Option<&Bound<'_, PyAny>>,
+        length: Option<&Bound<'_, PyAny>>,
+        headers: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        connect_timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let columns = args::columns(columns)?;
+        let length = args::length(length)?;
+        let options = Self::options(
+            headers,
+            timeout,
+            connect_timeout,
+            retries,
+            backoff,
+            max_backoff,
+            max_bytes,
+        )?;
+        let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+        let shown_options = Self::shown_options(&options);
+        let inner = py
+            .detach(|| dlrs_io::HttpDataset::from_template(template, columns, length, options))
+            .map_err(|e| io_error(&e))?;
+        let shown = format!(
+            "HttpDataset.from_template({}, columns=[{}], length={}{shown_options})",
+            quoted(&redact_url(template)),
+            names.join(", "),
+            inner.len(),
+        );
+        Ok(Self { inner, shown })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Fetches one item now, on the calling thread (for a look at the data; loaders fetch
+    /// many at once).
+    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
+        fetch_one(py, &self.inner, index)
+    }
+
+    fn __repr__(&self) -> String {
+        self.shown.clone()
+    }
+}
+
+/// Item i is the content of `paths[i]` (or of the path a template makes).
+#[pyclass(frozen, module = "dataloader_rs._native", name = "FileDataset")]
+pub struct FileDataset {
+    inner: dlrs_io::FileDataset,
+    shown: String,
+}
+
+impl FileDataset {
+    fn options(
+        timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<FileOptions> {
+        let defaults = FileOptions::default();
+        Ok(FileOptions {
+            timeout: args::duration("timeout", timeout)?,
+            retry: args::retry(retries, defaults.retry.retries, backoff, max_backoff)?,
+            max_bytes: args::max_bytes(max_bytes)?,
+        })
+    }
+}
+
+#[pymethods]
+impl FileDataset {
+    #[new]
+    #[pyo3(signature = (
+        paths, *, timeout=None, retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
+    ))]
+    fn new(
+        py: Python<'_>,
+        paths: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let paths = args::paths(paths)?;
+        let options = Self::options(timeout, retries, backoff, max_backoff, max_bytes)?;
+        let first = paths.first().map_or_else(String::new, |p| {
+            format!(", first {}", quoted(&p.to_string_lossy()))
+        });
+        let shown = format!(
+            "FileDataset({} paths{first}, timeout={}, retries={})",
+            paths.len(),
+            seconds_shown(options.timeout),
+            options.retry.retries
+        );
+        let inner = py
+            .detach(|| dlrs_io::FileDataset::new(paths, options))
+            .map_err(|e| io_error(&e))?;
+        Ok(Self { inner, shown })
+    }
+
+    /// A dataset of the paths made from `template` with the values of `columns` (and `{index}`).
+    #[classmethod]
+    #[pyo3(signature = (
+        template, columns=None, *, length=None, timeout=None, retries=None, backoff=0.1,
+        max_backoff=5.0, max_bytes=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_template(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        template: &Bound<'_, PyAny>,
+        columns: Option<&Bound<'_, PyAny>>,
+        length: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let template = args::path("template", 0, template)
+            .map_err(|_| PyTypeError::new_err("template must be a str or os.PathLike"))?;
+        let template = template
+            .to_str()
+            .ok_or_else(|| PyTypeError::new_err("template must be valid UTF-8"))?
+            .to_owned();
+        let columns = args::columns(columns)?;
+        let length = args::length(length)?;
+        let options = Self::options(timeout, retries, backoff, max_backoff, max_bytes)?;
+        let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+        let (timeout, retries) = (options.timeout, options.retry.retries);
+        let inner = py
+            .detach(|| dlrs_io::FileDataset::from_template(&template, columns, length, options))
+            .map_err(|e| io_error(&e))?;
+        let shown = format!(
+            "FileDataset.from_template({}, columns=[{}], length={}, timeout={}, retries={retries})",
+            quoted(&template),
+            names.join(", "),
+            inner.len(),
+            seconds_shown(timeout),
+        );
+        Ok(Self { inner, shown })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Reads one item now, on the calling thread.
+    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
+        fetch_one(py, &self.inner, index)
+    }
+
+    fn __repr__(&self) -> String {
+        self.shown.clone()
+    }
+}
+
+/// Item i is the object `keys[i]` (or the key a template makes) under the store and prefix of
+/// a URL.
+#[pyclass(frozen, module = "dataloader_rs._native", name = "ObjectStoreDataset")]
+pub struct ObjectStoreDataset {
+    inner: dlrs_io::ObjectStoreDataset,
+    shown: String,
+}
+
+impl ObjectStoreDataset {
+    fn options(
+        options: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<ObjectStoreOptions> {
+        let defaults = ObjectStoreOptions::default();
+        Ok(ObjectStoreOptions {
+            options: args::str_pairs("options", options)?,
+            timeout: args::duration("timeout", timeout)?,
+            retry: args::retry(retries, defaults.retry.retries, backoff, max_backoff)?,
+            max_bytes: args::max_bytes(max_bytes)?,
+        })
+    }
+
+    fn shown_options(options: &ObjectStoreOptions) -> String {
+        let keys: Vec<String> = options.options.iter().map(|(k, _)| quoted(k)).collect();
+        format!(
+            ", options=[{}], timeout={}, retries={}",
+            keys.join(", "),
+            seconds_shown(options.timeout),
+            options.retry.retries
+        )
+    }
+}
+
+#[pymethods]
+impl ObjectStoreDataset {
+    #[new]
+    #[pyo3(signature = (
+        url, keys, *, options=None, timeout=None, retries=None, backoff=0.1, max_backoff=5.0,
+        max_bytes=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        keys: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let keys = args::strs("keys", keys)?;
+        let options = Self::options(options, timeout, retries, backoff, max_backoff, max_bytes)?;
+        let shown = format!(
+            "ObjectStoreDataset({}, {} keys{})",
+            quoted(&redact_url(url)),
+            keys.len(),
+            Self::shown_options(&options)
+        );
+        let inner = py
+            .detach(|| dlrs_io::ObjectStoreDataset::new(url, keys, options))
+            .map_err(|e| io_error(&e))?;
+        Ok(Self { inner, shown })
+    }
+
+    /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`.
+    #[classmethod]
+    #[pyo3(signature = (
+        url, template, columns=None, *, length=None, options=None, timeout=None, retries=None,
+        backoff=0.1, max_backoff=5.0, max_bytes=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn from_template(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        url: &str,
+        template: &str,
+        columns: Option<&Bound<'_, PyAny>>,
+        length: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyAny>>,
+        timeout: Option<f64>,
+        retries: Option<&Bound<'_, PyAny>>,
+        backoff: f64,
+        max_backoff: f64,
+        max_bytes: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let columns = args::columns(columns)?;
+        let length = args::length(length)?;
+        let options = Self::options(options, timeout, retries, backoff, max_backoff, max_bytes)?;
+        let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+        let shown_options = Self::shown_options(&options);
+        let inner = py
+            .detach(|| {
+                dlrs_io::ObjectStoreDataset::from_template(url, template, columns, length, options)
+            })
+            .map_err(|e| io_error(&e))?;
+        let shown = format!(
+            "ObjectStoreDataset.from_template({}, {}, columns=[{}], length={}{shown_options})",
+            quoted(&redact_url(url)),
+            quoted(template),
+            names.join(", "),
+            inner.len(),
+        );
+        Ok(Self { inner, shown })
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Fetches one object now, on the calling thread.
+    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
+        fetch_one(py, &self.inner, index)
+    }
+
+    fn __repr__(&self) -> String {
+        self.shown.clone()
+    }
+}

@@ -1,0 +1,197 @@
+"""The asyncio side of ``PyAsyncDataset``: the loader's event loop on a background thread, and the
+coroutine that fetches one batch ``item_concurrency`` items at a time.
+
+The Rust worker that loads a batch calls :meth:`EventLoop.submit` once per batch and receives each
+item through ``deliver(pos, value, failed)`` as it arrives (it transforms it on the loader's pool
+at once); it cancels the returned future when the batch is abandoned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+logger = logging.getLogger("dataloader_rs")
+
+#: How long ``aclose()`` may run when the loader is dropped before the loop stops anyway.
+ACLOSE_TIMEOUT = 5.0
+
+#: How long closing waits for the tasks it cancelled (dropped iterators' batches) to finish.
+_CANCEL_GRACE = 1.0
+
+Deliver = Callable[[int | None, Any, bool], None]
+
+#: The loops not closed yet: closed at exit, while their threads can still run.
+_live: weakref.WeakSet[EventLoop] = weakref.WeakSet()
+
+
+async def load_batch(
+    getitem: Callable[[int], Awaitable[Any]],
+    getitems: Callable[[list[int]], Awaitable[Iterable[Any]]] | None,
+    indices: list[int],
+    concurrency: int,
+    deliver: Deliver,
+) -> None:
+    """Fetches the items of ``indices``, at most ``concurrency`` at once (or all with one
+    ``__getitems__`` call), and hands each to ``deliver`` as it arrives; a failure is delivered
+    as the exception object and stops the batch."""
+    try:
+        if getitems is not None:
+            samples = list(await getitems(indices))
+            if len(samples) != len(indices):
+                raise ValueError(
+                    "__getitems__ must return one sample per index: it got "
+                    f"{len(indices)} indices and returned {len(samples)} samples"
+                )
+            for pos, sample in enumerate(samples):
+                deliver(pos, sample, False)
+            return
+
+        todo = iter(enumerate(indices))
+        failed = False
+
+        async def worker() -> None:
+            nonlocal failed
+            for pos, index in todo:
+                if failed:
+                    return
+                try:
+                    sample = await getitem(index)
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:  # the consumer gets it, whatever it is
+                    failed = True
+                    deliver(pos, exc, True)
+                    return
+                deliver(pos, sample, False)
+
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(indices)))))
+    except asyncio.CancelledError:
+        deliver(None, RuntimeError("the batch was cancelled"), True)
+        raise
+    except BaseException as exc:
+        deliver(None, exc, True)
+
+
+class EventLoop:
+    """An asyncio event loop on a daemon thread of its own, owned by one loader.
+
+    :meth:`close` (called by Rust once the loader and its iterators are dropped, or at exit) awaits ``aclose`` on the loop, at most
+    :data:`ACLOSE_TIMEOUT` seconds, logs its exception or its overrun, cancels what is left, stops
+    the loop and joins the thread. In a forked child, the parent's thread does not exist: a new
+    loop is started on first use.
+    """
+
+    def __init__(self, aclose: Callable[[], Awaitable[None]] | None, name: str) -> None:
+        self._aclose = aclose
+        self._name = name
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        self._loop, self._thread = self._start()
+        _live.add(self)
+
+    def _start(self) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            try:
+                loop.run_forever()
+            finally:
+                try:
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                finally:
+                    loop.close()
+
+        thread = threading.Thread(target=run, name=f"dataloader-rs event loop ({self._name})", daemon=True)
+        thread.start()
+        ready.wait()
+        return loop, thread
+
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread that runs the loop."""
+        return self._thread
+
+    def _current(self) -> asyncio.AbstractEventLoop:
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._loop, self._thread = self._start()
+                    self._pid = os.getpid()
+        if self._closed:
+            raise RuntimeError("the loader of this iterator was dropped: its event loop is closed")
+        return self._loop
+
+    def submit(
+        self,
+        getitem: Callable[[int], Awaitable[Any]],
+        getitems: Callable[[list[int]], Awaitable[Iterable[Any]]] | None,
+        indices: list[int],
+        concurrency: int,
+        deliver: Deliver,
+    ) -> concurrent.futures.Future[None]:
+        """Starts one batch on the loop; cancelling the returned future cancels its coroutines."""
+        return asyncio.run_coroutine_threadsafe(
+            load_batch(getitem, getitems, indices, concurrency, deliver), self._current()
+        )
+
+    async def _shutdown(self) -> None:
+        if self._aclose is not None:
+            task = asyncio.ensure_future(self._aclose())
+            done, _ = await asyncio.wait({task}, timeout=ACLOSE_TIMEOUT)
+            if task in done:
+                exc = task.exception()
+                if exc is not None:
+                    logger.error("%s.aclose() raised; the event loop stops anyway", self._name, exc_info=exc)
+            else:
+                logger.error(
+                    "%s.aclose() was still running after %s s; it is abandoned and the event loop stops",
+                    self._name,
+                    ACLOSE_TIMEOUT,
+                )
+                task.cancel()
+        current = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not current]
+        for t in rest:
+            t.cancel()
+        if rest:
+            await asyncio.wait(rest, timeout=_CANCEL_GRACE)
+
+    def close(self) -> None:
+        """Awaits ``aclose()`` once, then stops the loop and joins its thread (idempotent)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._pid != os.getpid() or self._loop.is_closed():
+            return
+        loop = self._loop
+        if threading.get_ident() == self._thread.ident:
+            # Dropped from one of its own coroutines: finish without blocking the loop.
+            task = loop.create_task(self._shutdown())
+            task.add_done_callback(lambda _: loop.stop())
+            return
+        shutdown = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+        try:
+            shutdown.result(timeout=ACLOSE_TIMEOUT + _CANCEL_GRACE + 1.0)
+        except BaseException as exc:  # a shutdown that failed or hangs must not keep the loop
+            logger.error("closing the event loop of %s failed", self._name, exc_info=exc)
+        loop.call_soon_threadsafe(loop.stop)
+        self._thread.join()
+
+
+@atexit.register
+def _close_all() -> None:
+    for event_loop in list(_live):
+        event_loop.close()
