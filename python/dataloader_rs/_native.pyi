@@ -1,6 +1,6 @@
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, Literal, final
 
 from dataloader_rs._aio import EventLoop
 
@@ -168,3 +168,164 @@ class ObjectStoreDataset:
     ) -> ObjectStoreDataset: ...
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> bytes: ...
+
+# ----- images: dataloader_rs.transforms, Image, ImageCollator, ImageBatch -----
+
+_Encoded = bytes | bytearray | memoryview
+_Size = int | tuple[int, int] | list[int]
+_Fill = float | tuple[float, ...] | list[float]
+
+@final
+class Image:
+    @classmethod
+    def from_array(cls, obj: Any, layout: Literal["hwc", "chw"] = "hwc") -> Image: ...
+    @property
+    def shape(self) -> tuple[int, int, int]: ...
+    @property
+    def dtype(self) -> Literal["uint8", "float32"]: ...
+    @property
+    def layout(self) -> Literal["hwc", "chw"]: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def channels(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+    def __dlpack__(
+        self,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+@final
+class ImageBatch:
+    @property
+    def shape(self) -> tuple[int, int, int, int]: ...
+    @property
+    def dtype(self) -> Literal["uint8", "float32"]: ...
+    @property
+    def layout(self) -> Literal["NCHW", "NHWC"]: ...
+    @property
+    def nbytes(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+    def __dlpack__(
+        self,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+@final
+class ImageCollator:
+    def __new__(
+        cls,
+        layout: Literal["NCHW", "NHWC"] = "NCHW",
+        dtype: Literal["uint8", "float32"] | None = None,
+        buffers: int = 0,
+    ) -> ImageCollator: ...
+    @property
+    def layout(self) -> Literal["NCHW", "NHWC"]: ...
+    @property
+    def dtype(self) -> Literal["uint8", "float32"] | None: ...
+    @property
+    def buffers(self) -> int: ...
+    @property
+    def pooled(self) -> int: ...
+    def __call__(self, items: Iterable[Image] | Iterable[tuple[Image, Any]], /) -> Any: ...
+
+class Transform:
+    def __call__(self, obj: _Encoded | Image | Any, /) -> Image: ...
+
+@final
+class Decode(Transform):
+    def __new__(cls, max_width: int = 16384, max_height: int = 16384, max_alloc: int = 268435456) -> Decode: ...
+
+@final
+class ToRgb(Transform):
+    def __new__(cls) -> ToRgb: ...
+
+@final
+class ToRgba(Transform):
+    def __new__(cls) -> ToRgba: ...
+
+@final
+class ToGray(Transform):
+    def __new__(cls) -> ToGray: ...
+
+@final
+class Crop(Transform):
+    def __new__(cls, top: int, left: int, height: int, width: int) -> Crop: ...
+
+@final
+class CenterCrop(Transform):
+    def __new__(cls, size: _Size) -> CenterCrop: ...
+
+@final
+class Pad(Transform):
+    def __new__(
+        cls,
+        padding: int | tuple[int, ...] | list[int],
+        fill: _Fill = 0,
+        padding_mode: Literal["constant", "edge", "reflect", "symmetric"] = "constant",
+    ) -> Pad: ...
+
+@final
+class PadTo(Transform):
+    def __new__(
+        cls, width: int, height: int, fill: _Fill = 0, anchor: Literal["top_left", "center"] = "top_left"
+    ) -> PadTo: ...
+
+@final
+class Resize(Transform):
+    def __new__(
+        cls,
+        size: _Size,
+        interpolation: Literal["nearest", "bilinear", "bicubic", "lanczos3"] | Any = "bilinear",
+        max_size: int | None = None,
+        antialias: bool = True,
+    ) -> Resize: ...
+
+@final
+class HFlip(Transform):
+    def __new__(cls) -> HFlip: ...
+
+@final
+class VFlip(Transform):
+    def __new__(cls) -> VFlip: ...
+
+@final
+class Rotate90(Transform):
+    def __new__(cls, k: int = 1) -> Rotate90: ...
+
+@final
+class ToFloat(Transform):
+    def __new__(cls, scale: bool = True) -> ToFloat: ...
+
+@final
+class Normalize(Transform):
+    def __new__(cls, mean: float | Sequence[float], std: float | Sequence[float]) -> Normalize: ...
+
+@final
+class ToChw(Transform):
+    def __new__(cls) -> ToChw: ...
+
+@final
+class ToHwc(Transform):
+    def __new__(cls) -> ToHwc: ...
+
+@final
+class Compose(Transform):
+    def __new__(cls, transforms: Iterable[Transform]) -> Compose: ...
+    @property
+    def transforms(self) -> list[Transform]: ...

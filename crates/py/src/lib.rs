@@ -7,24 +7,31 @@
 //! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
 //!   and Rust datasets.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
+//! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
+//!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
 //!
 //! PyO3 is pinned to 0.28.3 (see the root Cargo.toml); this crate avoids the APIs of its two
 //! advisories (RUSTSEC-2026-0176, RUSTSEC-2026-0177), and a tidy test in xtask checks it.
 
 use pyo3::prelude::*;
 
+pub mod batch;
 pub mod datasets;
+pub mod dlpack;
 pub mod errors;
+pub mod image;
 pub mod loader;
 pub mod pipeline;
 pub mod seam;
 pub mod source;
+pub mod transforms;
 
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::BatchIterator>()?;
+    transforms::register(m)?;
     m.add_class::<datasets::HttpDataset>()?;
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;

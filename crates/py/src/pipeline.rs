@@ -3,10 +3,21 @@
 //!
 //! A sample is either a Python object or a native item (bytes fetched in Rust, an image
 //! decoded in Rust). Python transforms and collate functions take the interpreter for their
-//! call only; native ones never take it.
+//! call only; native ones (the `dataloader_rs.transforms` classes, `ImageCollator`) never take
+//! it: with a Rust dataset, a batch is fetched, decoded and collated without the interpreter,
+//! which is taken once at the end to make the `ImageBatch` object.
 
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use dlrs_transforms::{Collator, Image, Item, Transform};
+
+use crate::batch::{ImageBatch, ImageCollator, collate_list};
+use crate::errors::image_error;
+use crate::transforms::{PyTransform, item_from_py, item_into_py};
 
 /// One item between the dataset and the batch.
 pub enum Sample {
@@ -14,14 +25,17 @@ pub enum Sample {
     Py(Py<PyAny>),
     /// Bytes fetched in Rust.
     Bytes(bytes::Bytes),
+    /// An item made by a native transform (an image, or bytes it let through).
+    Native(Item),
 }
 
 impl Sample {
-    /// The sample as a Python object (bytes become `bytes`).
+    /// The sample as a Python object (bytes become `bytes`, images `Image`).
     pub fn into_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
         match self {
             Self::Py(obj) => Ok(obj.into_bound(py)),
             Self::Bytes(b) => Ok(PyBytes::new(py, &b).into_any()),
+            Self::Native(item) => item_into_py(py, item),
         }
     }
 }
@@ -30,6 +44,8 @@ impl Sample {
 pub enum ItemTransform {
     /// `f(index, sample)` in Python (one-argument callables were wrapped in Python).
     Python(Py<PyAny>),
+    /// A `dataloader_rs.transforms` object (a Compose or a single transform), run in Rust.
+    Native(Arc<dyn Transform>),
 }
 
 /// How the samples of a batch become a batch.
@@ -38,6 +54,8 @@ pub enum Collate {
     List,
     /// `collate_fn(list_of_samples)` in Python.
     Python(Py<PyAny>),
+    /// `ImageCollator`: one `ImageBatch` (with `[metadata]` for `(Image, metadata)` items).
+    Images(Collator),
 }
 
 /// The transform, the collation and `return_indices` of one loader.
@@ -47,22 +65,54 @@ pub struct Pipeline {
     pub return_indices: bool,
 }
 
+/// The Rust transform behind `obj`: one of our classes, or `_loader`'s one-argument wrapper
+/// around one (its `__wrapped__`).
+fn native_transform(obj: &Bound<'_, PyAny>) -> Option<Arc<dyn Transform>> {
+    if let Ok(t) = obj.cast::<PyTransform>() {
+        return Some(t.get().transform());
+    }
+    let module: String = obj.getattr("__module__").ok()?.extract().ok()?;
+    if module != "dataloader_rs._loader" {
+        return None;
+    }
+    let inner = obj.getattr("__wrapped__").ok()?;
+    inner
+        .cast::<PyTransform>()
+        .ok()
+        .map(|t| t.get().transform())
+}
+
 impl Pipeline {
     /// The pipeline of `PyDataloader(transform=..., collate_fn=..., return_indices=...)`:
-    /// Python callables (one-argument transforms were wrapped in Python already).
+    /// a `dataloader_rs.transforms` object runs in Rust, `ImageCollator` collates in Rust;
+    /// anything else is a Python callable (one-argument transforms were wrapped in Python).
     pub fn from_py(
         transform: Option<Py<PyAny>>,
         collate_fn: Option<Py<PyAny>>,
         return_indices: bool,
     ) -> Self {
-        Self {
-            transform: transform.map(ItemTransform::Python),
-            collate: collate_fn.map_or(Collate::List, Collate::Python),
-            return_indices,
-        }
+        Python::attach(|py| {
+            let transform = transform.map(|t| match native_transform(t.bind(py)) {
+                Some(native) => ItemTransform::Native(native),
+                None => ItemTransform::Python(t),
+            });
+            let collate = match collate_fn {
+                None => Collate::List,
+                Some(c) => match c.bind(py).cast::<ImageCollator>() {
+                    Ok(ic) => Collate::Images(ic.get().collator()),
+                    Err(_) => Collate::Python(c),
+                },
+            };
+            Self {
+                transform,
+                collate,
+                return_indices,
+            }
+        })
     }
 
-    /// Transforms a Python sample on a thread that holds the interpreter.
+    /// Transforms a Python sample on a thread that holds the interpreter; a native transform
+    /// runs with it released.
     pub fn transform_attached<'py>(
         &self,
         py: Python<'py>,
@@ -72,11 +122,20 @@ impl Pipeline {
         match &self.transform {
             None => Ok(sample),
             Some(ItemTransform::Python(f)) => f.bind(py).call1((index, sample)),
+            Some(ItemTransform::Native(t)) => {
+                let item = item_from_py(&sample)?;
+                drop(sample);
+                let out = py
+                    .detach(|| t.apply(index, item))
+                    .map_err(|e| image_error(&e))?;
+                item_into_py(py, out)
+            }
         }
     }
 
     /// Transforms a sample on a thread that does not hold the interpreter: a Python transform
-    /// takes it for its call only.
+    /// takes it for its call only; a native one never takes it (unless the sample is a Python
+    /// object, which is read under the interpreter first).
     pub fn transform_detached(&self, index: u64, sample: Sample) -> PyResult<Sample> {
         match &self.transform {
             None => Ok(sample),
@@ -84,6 +143,16 @@ impl Pipeline {
                 let arg = sample.into_py(py)?;
                 Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
             }),
+            Some(ItemTransform::Native(t)) => {
+                let item = match sample {
+                    Sample::Bytes(b) => Item::Bytes(b),
+                    Sample::Native(item) => item,
+                    Sample::Py(obj) => Python::attach(|py| item_from_py(obj.bind(py)))?,
+                };
+                t.apply(index, item)
+                    .map(Sample::Native)
+                    .map_err(|e| image_error(&e))
+            }
         }
     }
 
@@ -97,12 +166,25 @@ impl Pipeline {
         let batch = match &self.collate {
             Collate::Python(c) => c.bind(py).call1((samples,))?,
             Collate::List => samples.into_any(),
+            Collate::Images(c) => collate_list(py, c, &samples)?.into_bound(py),
         };
         self.with_indices(py, batch, indices)
     }
 
-    /// Collates samples on a thread that does not hold the interpreter.
+    /// Collates samples on a thread that does not hold the interpreter. With `ImageCollator`
+    /// and native images, the batch is written before the interpreter is taken (once, to make
+    /// the batch object).
     pub fn collate_detached(&self, samples: Vec<Sample>, indices: &[u64]) -> PyResult<Py<PyAny>> {
+        if let Collate::Images(c) = &self.collate
+            && samples.iter().all(|s| matches!(s, Sample::Native(_)))
+        {
+            let images = native_images(samples)?;
+            let batch = c.collate(images).map_err(|e| image_error(&e))?;
+            return Python::attach(|py| {
+                let batch = Bound::new(py, ImageBatch::new(batch))?.into_any();
+                self.with_indices(py, batch, indices)
+            });
+        }
         Python::attach(|py| {
             let list = PyList::empty(py);
             for s in samples {
@@ -128,4 +210,21 @@ impl Pipeline {
             Ok(batch.unbind())
         }
     }
+}
+
+/// The images of native samples; bytes that no transform decoded fail the batch.
+fn native_images(samples: Vec<Sample>) -> PyResult<Vec<Image>> {
+    samples
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            Sample::Native(Item::Image(im)) => Ok(im),
+            Sample::Native(Item::Bytes(b)) => Err(PyValueError::new_err(format!(
+                "ImageCollator takes images; item {i} of the batch is {} bytes of encoded data \
+                 (put Decode in the transform)",
+                b.len()
+            ))),
+            _ => unreachable!("only native samples are passed"),
+        })
+        .collect()
 }
