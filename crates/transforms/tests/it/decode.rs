@@ -14,7 +14,7 @@ fn check_exact(name: &str, (h, w, c): (usize, usize, usize)) {
 }
 
 #[test]
-fn lossless_webp_and_tiff_equal_pillow() {
+fn lossless_formats_equal_pillow() {
     check_exact("rgb_lossless.webp", (13, 11, 3));
     check_exact("rgba_lossless.webp", (13, 11, 4));
     check_exact("rgb.tiff", (13, 11, 3));
@@ -25,6 +25,7 @@ fn lossless_webp_and_tiff_equal_pillow() {
     check_exact("la.tiff", (6, 9, 2));
     check_exact("bilevel.tiff", (7, 13, 1));
     check_exact("rgba_associated.tiff", (1, 5, 4));
+    check_exact("interlaced.png", (11, 13, 3));
 }
 
 /// JPEG uses another inverse DCT and chroma upsampling than libjpeg: a few levels apart
