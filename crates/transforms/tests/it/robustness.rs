@@ -5,7 +5,9 @@ use proptest::prelude::*;
 
 use crate::fixture;
 
-const FIXTURES: [&str; 12] = [
+const FIXTURES: [&str; 14] = [
+    "interlaced.png",
+    "progressive.jpg",
     "rgb420.jpg",
     "rgb444.jpg",
     "gray.jpg",
