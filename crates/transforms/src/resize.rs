@@ -523,11 +523,10 @@ mod tests {
 
     #[test]
     fn bilinear_weights_by_hand() {
-        // 4 -> 2 bilinear: scale 2, support 2; output 0 centred at 1.0 reads inputs 0..3 with
-        // weights 1/4, 2/4, 1/4 (kernel 1 - |x|/2 at -0.75, -0.25... normalised): [0.25, 0.5, 0.25]
-        // of [0, 1, 2] after normalisation of [0.25, 0.75, 0.75, 0.25] over inputs 0..4:
-        // centre 1.0, x + 0.5 - 1.0 = -0.5, 0.5, 1.5 -> (1 - 0.25, 1 - 0.25, 1 - 0.75) = .75 .75 .25
-        // and input -1 is clipped away: weights [0.75, 0.75, 0.25] / 1.75.
+        // 4 -> 2 bilinear: scale 2, so the support widens to 2 and the kernel is
+        // 1 - |(x + 0.5 - centre) / 2|. Output 0 is centred at 1.0: its window is
+        // trunc(1 - 2 + 0.5) = 0 .. trunc(1 + 2 + 0.5) = 3, inputs 0, 1, 2 at distances
+        // -0.25, 0.25, 0.75 -> weights 0.75, 0.75, 0.25, normalised by their sum 1.75.
         let cx = coefficients(4, 2, Filter::of(Interpolation::Bilinear), true);
         assert_eq!(cx.ksize, 5);
         assert_eq!(cx.bounds, vec![(0, 3), (1, 3)]);
@@ -536,7 +535,8 @@ mod tests {
             &cx.weights[..3],
             &[q(0.75 / 1.75), q(0.75 / 1.75), q(0.25 / 1.75)]
         );
-        // Row [0, 70, 140, 210] -> out0 = (0*.4286 + 70*.4286 + 140*.1429) = 50.0 -> 50.
+        // Row [0, 70, 140, 210]: (0 * .75 + 70 * .75 + 140 * .25) / 1.75 = 50;
+        // output 1 (centre 3.0, inputs 1..4): (70 * .25 + 140 * .75 + 210 * .75) / 1.75 = 160.
         let (_, _, v) = run(
             &exact(1, 2, Interpolation::Bilinear),
             img(1, 4, 1, vec![0, 70, 140, 210]),
