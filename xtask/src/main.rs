@@ -55,6 +55,10 @@ fn venv() -> Result<PathBuf> {
         "-r",
         "tests/requirements.txt",
     ]))?;
+    // The local S3, GCS and Azure servers of the I/O tests (tests/servers).
+    run(Command::new("bash")
+        .arg("scripts/install-test-services.sh")
+        .env("PYTHON", &python))?;
     Ok(python)
 }
 
