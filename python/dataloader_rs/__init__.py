@@ -5,9 +5,9 @@ milliseconds, and work that releases the interpreter (I/O, NumPy, the Rust datas
 transforms) runs in parallel.
 """
 
+from dataloader_rs import transforms
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._loader import PyDataloader
-from dataloader_rs import transforms
 from dataloader_rs._native import FileDataset, HttpDataset, ObjectStoreDataset, __version__
 from dataloader_rs.transforms import Image, ImageBatch, ImageCollator
 
