@@ -107,11 +107,14 @@ class EventLoop:
             loop.call_soon(ready.set)
             try:
                 loop.run_forever()
+                # Batches submitted while the loop was closing: cancel them too.
+                pending = asyncio.all_tasks(loop)
+                for task in pending:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+                loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
-                try:
-                    loop.run_until_complete(loop.shutdown_asyncgens())
-                finally:
-                    loop.close()
+                loop.close()
 
         thread = threading.Thread(target=run, name=f"dataloader-rs event loop ({self._name})", daemon=True)
         thread.start()
@@ -123,15 +126,6 @@ class EventLoop:
         """The thread that runs the loop."""
         return self._thread
 
-    def _current(self) -> asyncio.AbstractEventLoop:
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._loop, self._thread = self._start()
-                    self._pid = os.getpid()
-        if self._closed:
-            raise RuntimeError("the loader of this iterator was dropped: its event loop is closed")
-        return self._loop
 
     def submit(
         self,
@@ -142,9 +136,15 @@ class EventLoop:
         deliver: Deliver,
     ) -> concurrent.futures.Future[None]:
         """Starts one batch on the loop; cancelling the returned future cancels its coroutines."""
-        return asyncio.run_coroutine_threadsafe(
-            load_batch(getitem, getitems, indices, concurrency, deliver), self._current()
-        )
+        with self._lock:  # not while close() stops the loop: the batch would never start
+            if self._closed:
+                raise RuntimeError("the loader's event loop is closed")
+            if self._pid != os.getpid():  # a forked child: the parent's thread is not here
+                self._loop, self._thread = self._start()
+                self._pid = os.getpid()
+            return asyncio.run_coroutine_threadsafe(
+                load_batch(getitem, getitems, indices, concurrency, deliver), self._loop
+            )
 
     async def _shutdown(self) -> None:
         if self._aclose is not None:
