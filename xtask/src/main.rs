@@ -7,6 +7,7 @@
 //! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
 //! - `demo`: install the package from the checkout and run the quick start on generated data.
 //! - `bench [args]`: the side-by-side benchmark harness (benches/compare.py).
+//! - `fuzz [seconds]`: every decoder's cargo-fuzz target for a bounded time (not in CI).
 
 mod tidy;
 
@@ -24,8 +25,10 @@ fn root() -> PathBuf {
 
 fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: {cmd:?}");
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
     let status = cmd
-        .current_dir(root())
         .status()
         .with_context(|| format!("could not start {cmd:?}"))?;
     if !status.success() {
@@ -116,6 +119,26 @@ fn python_ft(extra: &[String]) -> Result<()> {
         .args(extra))
 }
 
+/// Runs every decoder's cargo-fuzz target for a bounded time (default 60 s each); not in CI.
+/// cargo-fuzz needs nightly features: `RUSTC_BOOTSTRAP=1` lets a stable toolchain build them.
+fn fuzz(rest: &[String]) -> Result<()> {
+    let seconds = rest.first().map_or("60", String::as_str);
+    seconds
+        .parse::<u32>()
+        .context("usage: cargo xtask fuzz [seconds per target]")?;
+    let targets = std::fs::read_dir(root().join("fuzz/fuzz_targets"))?
+        .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_owned))
+        .collect::<Vec<_>>();
+    for target in targets {
+        run(Command::new(env!("CARGO"))
+            .args(["fuzz", "run", &target, "--"])
+            .arg(format!("-max_total_time={seconds}"))
+            .env("RUSTC_BOOTSTRAP", "1")
+            .current_dir(root().join("fuzz")))?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = args
@@ -138,6 +161,7 @@ fn main() -> Result<()> {
         "py-test" => py_test(rest),
         "python-ft" => python_ft(rest),
         "lint" => lint(),
+        "fuzz" => fuzz(rest),
         "demo" => {
             let python = venv()?;
             develop(&python, true)?;
@@ -150,7 +174,7 @@ fn main() -> Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | test | py-test | python-ft | lint | demo | bench> [args]"
+                "usage: cargo xtask <ci | test | py-test | python-ft | lint | demo | bench | fuzz> [args]"
             );
             if cmd == "help" {
                 Ok(())
