@@ -220,6 +220,14 @@ fn column(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Column> {
         .and_then(|d| d.getattr("kind"))
         .and_then(|k| k.extract::<String>())
     {
+        if let Ok(ndim) = values.getattr("ndim").and_then(|n| n.extract::<usize>())
+            && ndim != 1
+        {
+            return Err(not_ints_or_strs(
+                name,
+                &format!("it is an array of {ndim} dimensions, not 1"),
+            ));
+        }
         let list = values.call_method0("tolist")?;
         return match kind.as_str() {
             "i" | "u" => ints(name, &list),
