@@ -52,7 +52,7 @@ logged() {
 # True when $PY is a finished free-threaded build with the GIL off by default and all required modules.
 interpreter_ok() {
   [[ -x "$PY" && -f "$STAMP" ]] || return 1
-  env -u PYTHON_GIL "$PY" - "$REQUIRED_MODULES" <<'EOF' >/dev/null 2>&1
+  env -u PYTHON_GIL "$PY" -I - "$REQUIRED_MODULES" <<'EOF' >/dev/null 2>&1
 import importlib, os, site, sys, sysconfig
 assert sysconfig.get_config_var("Py_GIL_DISABLED") == 1
 assert sys._is_gil_enabled() is False
@@ -170,7 +170,7 @@ cmd_interpreter() {
 venv_ok() {
   local dir="$1"
   [[ -x "$dir/bin/python" ]] || return 1
-  env -u PYTHON_GIL "$dir/bin/python" - "$PY" "${PINS[@]}" <<'EOF' >/dev/null 2>&1
+  env -u PYTHON_GIL "$dir/bin/python" -I - "$PY" "${PINS[@]}" <<'EOF' >/dev/null 2>&1
 import os, sys
 from importlib.metadata import version
 from pip._vendor.packaging.requirements import Requirement
