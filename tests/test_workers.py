@@ -192,20 +192,24 @@ def _thread_name(tid: str) -> str:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_the_pool_is_made_once_and_reused_by_every_epoch():
+    # Other tests' loaders may still be retiring threads, so only changes are compared: the
+    # count never grows with epochs, and drops by this loader's threads when it is dropped.
     loader = PyDataloader(Range(64), batch_size=4, num_workers=3)
-    before = _worker_thread_count()
+    assert len(list(loader)) == 16
+    time.sleep(0.05)
+    after_first = _worker_thread_count()
     for _ in range(20):
         assert len(list(loader)) == 16
     time.sleep(0.05)
-    assert _worker_thread_count() - before <= 3
+    assert _worker_thread_count() <= after_first
     del loader
     import gc
 
     gc.collect()
     deadline = time.monotonic() + 10
-    while _worker_thread_count() > before and time.monotonic() < deadline:
+    while _worker_thread_count() > after_first - 3 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _worker_thread_count() == before
+    assert _worker_thread_count() <= after_first - 3
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
