@@ -50,7 +50,8 @@ Workloads (all four when none is named):
   images    generated 224x224 PNG tiles: Decode, ToRgb, ToFloat, Normalize, ToChw, collated NCHW
   http      --item-bytes bodies from a loopback server with --latency-ms, through HttpDataset
 
-Each batch is loaded on one of --workers threads; its items are fetched --concurrency at a time.
+Each batch is loaded on one of --workers threads; its items are fetched --concurrency at a time
+(for images, more than 1 adds threads that compete for the same cores).
 
 Examples:
   dlrs bench overhead --items 10000000 --batch-size 64 --workers 2
@@ -173,9 +174,10 @@ pub struct BenchArgs {
     /// Items per epoch (default: 2,000,000 overhead, 4,096 files, 2,048 images, 2,048 http).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub items: Option<u64>,
-    /// Items of one batch fetched at once.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    pub concurrency: u32,
+    /// Items of one batch fetched or decoded at once (default: 32 for files and http, 1 for
+    /// images, which are CPU-bound).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: Option<u32>,
     /// Bytes per item of the files and http workloads.
     #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=(64 << 20)))]
     pub item_bytes: u64,

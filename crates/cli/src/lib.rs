@@ -10,6 +10,7 @@
 //! - [`parity`]: `dlrs parity`: transform chains in Rust against Pillow/NumPy in a Python.
 //! - [`server`]: the loopback HTTP server with latency that `bench http` (and tests) start.
 //! - [`values`]: parsing `NAME=VALUES` columns, headers and options.
+//! - [`synth`]: synthetic images (gradients with noise) and their PNG encoding.
 //! - [`progress`]: the progress bar on stderr, drawn only on a terminal.
 //!
 //! Exit codes: 0 success; 1 the work failed (an item not fetched, a transform that differs, an
@@ -21,6 +22,7 @@ pub mod parity;
 pub mod prefetch;
 pub mod progress;
 pub mod server;
+pub mod synth;
 pub mod values;
 
 use std::ffi::OsString;

@@ -219,4 +219,4 @@ pub fn human_bytes(n: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

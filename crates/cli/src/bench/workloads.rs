@@ -1,0 +1,324 @@
+//! The workloads of `dlrs bench`: their sources and what each sets up (files, tiles, a server).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use dlrs_core::{BatchCtx, Config, LoadError, Source};
+use dlrs_io::{
+    Column, Dataset, FileDataset, FileOptions, HttpDataset, HttpOptions, Runtime, fetch_many,
+};
+use dlrs_transforms::{
+    Batch, BatchLayout, Collator, Compose, Decode, Item, Normalize, ToChw, ToFloat, ToRgb,
+    Transform,
+};
+
+use super::report::Measurement;
+use super::{Measured, measure};
+use crate::args::{BenchArgs, Workload};
+use crate::progress::Progress;
+use crate::server::{LoopbackServer, bytes_body};
+use crate::synth;
+
+/// Distinct files of the files workload (items reuse them in turn).
+const DISTINCT_FILES: u64 = 256;
+/// Distinct tiles of the images workload.
+const DISTINCT_TILES: usize = 16;
+/// The side of a tile.
+const TILE: usize = 224;
+
+/// The default number of items of `workload`.
+pub fn default_items(workload: Workload) -> u64 {
+    match workload {
+        Workload::Overhead => 2_000_000,
+        Workload::Files => 4096,
+        Workload::Images | Workload::Http => 2048,
+    }
+}
+
+/// Runs one workload with the arguments' settings; `progress` replaces the default bar.
+pub fn run(
+    workload: Workload,
+    args: &BenchArgs,
+    progress: Option<Progress>,
+) -> Result<Measurement> {
+    let items = args.items.unwrap_or_else(|| default_items(workload));
+    let config = Config {
+        batch_size: args.batch_size as usize,
+        num_workers: args.workers as usize,
+        item_concurrency: match (workload, args.concurrency) {
+            (Workload::Overhead, _) => 1,
+            (_, Some(k)) => k as usize,
+            (Workload::Images, None) => 1,
+            (Workload::Files | Workload::Http, None) => 32,
+        },
+        ..Config::default()
+    };
+    let progress = progress
+        .unwrap_or_else(|| Progress::new(items * u64::from(args.epochs), workload.name(), "items"));
+    let name = workload.name();
+    let result = match workload {
+        Workload::Overhead => measure(name, Indices, config, items, args.epochs, &progress),
+        Workload::Files => {
+            let dir = TempFiles::new(items.min(DISTINCT_FILES), args.item_bytes as usize)?;
+            let files: Vec<i64> = (0..items).map(|i| (i % DISTINCT_FILES) as i64).collect();
+            let dataset = FileDataset::from_template(
+                &format!("{}/{{file}}.bin", dir.0.display()),
+                vec![("file".to_owned(), Column::Ints(files))],
+                None,
+                FileOptions::default(),
+            )?;
+            let source = Fetch::new(Arc::new(dataset), config.item_concurrency)?;
+            measure(name, source, config, items, args.epochs, &progress)
+        }
+        Workload::Images => {
+            let source = Tiles::new(config.num_workers)?;
+            measure(name, source, config, items, args.epochs, &progress)
+        }
+        Workload::Http => {
+            let latency = Duration::from_secs_f64(args.latency_ms / 1e3);
+            let server =
+                LoopbackServer::start(latency).context("cannot start the loopback server")?;
+            let template = format!(
+                "{}/bytes/{}?i={{index}}",
+                server.base_url(),
+                args.item_bytes
+            );
+            let dataset = HttpDataset::from_template(
+                &template,
+                vec![],
+                Some(usize::try_from(items).context("--items")?),
+                HttpOptions::default(),
+            )?;
+            let source = Fetch::new(Arc::new(dataset), config.item_concurrency)?;
+            measure(name, source, config, items, args.epochs, &progress)
+        }
+    };
+    progress.finish();
+    result
+}
+
+/// The overhead workload's source: a batch is its indices.
+struct Indices;
+
+impl Source for Indices {
+    type Batch = Vec<u64>;
+    type Error = String;
+    fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<Vec<u64>, LoadError<String>> {
+        Ok(indices.to_vec())
+    }
+}
+
+impl Measured for Vec<u64> {
+    fn items(&self) -> u64 {
+        self.len() as u64
+    }
+    fn bytes(&self) -> u64 {
+        0
+    }
+}
+
+/// A batch of fetched items: their count and bytes.
+pub struct Fetched {
+    items: u64,
+    bytes: u64,
+}
+
+impl Measured for Fetched {
+    fn items(&self) -> u64 {
+        self.items
+    }
+    fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// A dlrs-io dataset as a source: each batch fetches its items, `concurrency` at once, on a
+/// runtime shared by the workers.
+struct Fetch {
+    dataset: Arc<dyn Dataset>,
+    runtime: Runtime,
+    concurrency: usize,
+}
+
+impl Fetch {
+    fn new(dataset: Arc<dyn Dataset>, concurrency: usize) -> Result<Fetch> {
+        Ok(Fetch {
+            dataset,
+            runtime: Runtime::new(None)?,
+            concurrency,
+        })
+    }
+}
+
+impl Source for Fetch {
+    type Batch = Fetched;
+    type Error = String;
+    fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<Fetched, LoadError<String>> {
+        let results = self
+            .runtime
+            .block_on(fetch_many(&*self.dataset, indices, self.concurrency))
+            .map_err(|e| e.to_string())?;
+        let mut bytes = 0;
+        for r in results {
+            bytes += r.map_err(|e| e.to_string())?.len() as u64;
+        }
+        Ok(Fetched {
+            items: indices.len() as u64,
+            bytes,
+        })
+    }
+}
+
+/// The images workload's source: PNG tiles decoded, made RGB float CHW normalised, collated.
+struct Tiles {
+    tiles: Arc<Vec<Bytes>>,
+    pipeline: Arc<Compose>,
+    collator: Collator,
+}
+
+impl Tiles {
+    fn new(workers: usize) -> Result<Tiles> {
+        let tiles = (0..DISTINCT_TILES)
+            .map(|seed| {
+                let px = synth::pixels(TILE, TILE, 3, seed as u64);
+                synth::png(TILE, TILE, 3, &px).map(Bytes::from)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let steps: Vec<Arc<dyn Transform>> = vec![
+            Arc::new(Decode::default()),
+            Arc::new(ToRgb),
+            Arc::new(ToFloat::default()),
+            Arc::new(Normalize::new(
+                &[0.485, 0.456, 0.406],
+                &[0.229, 0.224, 0.225],
+            )?),
+            Arc::new(ToChw),
+        ];
+        Ok(Tiles {
+            tiles: Arc::new(tiles),
+            pipeline: Arc::new(Compose::new(steps)),
+            // Batches are dropped at once: a few buffers are enough to reuse every one.
+            collator: Collator::new(BatchLayout::Nchw, None, workers + 2),
+        })
+    }
+}
+
+impl Measured for Batch {
+    fn items(&self) -> u64 {
+        self.len() as u64
+    }
+    fn bytes(&self) -> u64 {
+        self.nbytes() as u64
+    }
+}
+
+impl Source for Tiles {
+    type Batch = Batch;
+    type Error = String;
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Batch, LoadError<String>> {
+        let (tiles, pipeline) = (Arc::clone(&self.tiles), Arc::clone(&self.pipeline));
+        let images = ctx.map_items(indices, move |i| {
+            let bytes = tiles[(i % tiles.len() as u64) as usize].clone();
+            match pipeline.apply(i, Item::Bytes(bytes)) {
+                Ok(Item::Image(im)) => Ok(im),
+                Ok(Item::Bytes(_)) => Err("the pipeline gave bytes".to_owned()),
+                Err(e) => Err(e.to_string()),
+            }
+        })?;
+        self.collator
+            .collate(images)
+            .map_err(|e| e.to_string().into())
+    }
+}
+
+/// `n` files of `size` bytes in a fresh temporary directory, removed when dropped.
+struct TempFiles(std::path::PathBuf);
+
+impl TempFiles {
+    fn new(n: u64, size: usize) -> Result<TempFiles> {
+        let dir = std::env::temp_dir().join(format!("dlrs-bench-files-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let files = TempFiles(dir);
+        let body = bytes_body(size);
+        for i in 0..n {
+            let path = files.0.join(format!("{i}.bin"));
+            std::fs::write(&path, &body)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(files)
+    }
+}
+
+impl Drop for TempFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> BenchArgs {
+        let cli = crate::Cli::try_parse_from(["dlrs", "bench"].iter().chain(argv)).unwrap();
+        match cli.command {
+            crate::Command::Bench(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn quiet() -> Option<Progress> {
+        Some(Progress::with_drawing(0, "t", "items", false))
+    }
+
+    #[test]
+    fn every_workload_runs_small() {
+        let a = args(&[
+            "--items",
+            "100",
+            "--batch-size",
+            "16",
+            "--workers",
+            "2",
+            "--concurrency",
+            "4",
+            "--item-bytes",
+            "1000",
+            "--latency-ms",
+            "1",
+            "--epochs",
+            "2",
+        ]);
+        for (workload, bytes) in [
+            (Workload::Overhead, 0),
+            (Workload::Files, 100 * 1000),
+            (Workload::Images, 100 * 3 * 224 * 224 * 4),
+            (Workload::Http, 100 * 1000),
+        ] {
+            let m = run(workload, &a, quiet()).unwrap();
+            assert_eq!(m.workload, workload.name());
+            assert_eq!((m.items, m.batch_size, m.workers), (100, 16, 2));
+            assert_eq!(m.bytes, bytes, "{workload:?}");
+            assert!(m.seconds > 0.0 && m.first_batch_seconds > 0.0);
+            assert!(m.first_batch_seconds <= m.seconds * 2.0 + 1.0);
+        }
+    }
+
+    #[test]
+    fn without_workers_batches_load_on_the_caller() {
+        let a = args(&["--items", "10", "--batch-size", "3", "--workers", "0"]);
+        let m = run(Workload::Overhead, &a, quiet()).unwrap();
+        assert_eq!((m.items, m.workers, m.concurrency), (10, 0, 1));
+    }
+
+    #[test]
+    fn defaults() {
+        assert_eq!(default_items(Workload::Overhead), 2_000_000);
+        assert_eq!(default_items(Workload::Http), 2048);
+    }
+}
