@@ -7,11 +7,13 @@ transforms) runs in parallel.
 
 from dataloader_rs import transforms
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
+from dataloader_rs._errors import Failure, TooManyFailures
 from dataloader_rs._loader import PyDataloader
 from dataloader_rs._native import FileDataset, HttpDataset, ObjectStoreDataset, __version__
 from dataloader_rs.transforms import Image, ImageBatch, ImageCollator
 
 __all__ = [
+    "Failure",
     "FileDataset",
     "HttpDataset",
     "Image",
@@ -21,6 +23,7 @@ __all__ = [
     "PyAsyncDataset",
     "PyDataloader",
     "PyDataset",
+    "TooManyFailures",
     "__version__",
     "transforms",
 ]

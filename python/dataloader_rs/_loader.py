@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import inspect
 import operator
+import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from dataloader_rs import _aio, _native
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
+from dataloader_rs._errors import Failure
 
 B = TypeVar("B")
 
@@ -146,6 +148,9 @@ class PyDataloader(Generic[B]):
         return_indices: bool = False,
         runtime_threads: int | None = None,
         items_in_parallel: int = _MISSING,
+        rank: int | None = None,
+        world_size: int | None = None,
+        max_failures: float | None = None,
     ) -> None:
         if items_in_parallel is not _MISSING:
             warnings.warn(
@@ -225,6 +230,7 @@ class PyDataloader(Generic[B]):
                 dataset, wrapped, collate_fn, runtime_threads=runtime_threads, **common
             )
             self.seed = self._native.seed
+            self._setup_run(rank, world_size, max_failures)
             return
         if is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
@@ -241,6 +247,7 @@ class PyDataloader(Generic[B]):
                 **common,
             )
             self.seed = self._native.seed
+            self._setup_run(rank, world_size, max_failures)
             return
 
         getitems = getattr(dataset, "__getitems__", None)
@@ -261,6 +268,83 @@ class PyDataloader(Generic[B]):
             seed=None if seed is None else seed % _U64,
         )
         self.seed = self._native.seed
+        self._setup_run(rank, world_size, max_failures)
+
+    def _setup_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
+        """Sharding (explicit, or from torchrun's RANK / WORLD_SIZE) and skipping."""
+        if world_size is None and rank is None and "WORLD_SIZE" in os.environ:
+            world_size = _int_arg("the WORLD_SIZE environment variable", int(os.environ["WORLD_SIZE"]), 1)
+            rank = _int_arg("the RANK environment variable", int(os.environ.get("RANK", "0")), 0)
+        if world_size is None and rank is not None:
+            raise ValueError("rank needs world_size (or the WORLD_SIZE environment variable)")
+        if world_size is not None:
+            world_size = _int_arg("world_size", world_size, 1)
+            rank = 0 if rank is None else rank
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+                raise ValueError(f"rank must be in [0, world_size): got rank {rank!r} of {world_size}")
+            self._native.set_shard(rank, world_size)
+        self.rank = rank
+        self.world_size = world_size
+        self.max_failures = max_failures
+        if max_failures is not None:
+            if isinstance(max_failures, bool):
+                raise TypeError("max_failures must be an int (a count) or a float (a fraction of the epoch)")
+            if isinstance(max_failures, int):
+                self._native.set_max_failures(count=_int_arg("max_failures", max_failures, 0))
+            elif isinstance(max_failures, float):
+                self._native.set_max_failures(fraction=max_failures)
+            else:
+                raise TypeError(
+                    f"max_failures must be an int (a count) or a float (a fraction), got {_type_name(max_failures)}"
+                )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next epoch number ``epoch``: its shuffle (and shard) follow from the seed and
+        the number, as with ``DistributedSampler.set_epoch``."""
+        self._native.set_epoch(_int_arg("epoch", epoch, 0))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the run stands, as a plain JSON-serialisable dict: the epoch and the batches of
+        it already received. Batches prefetched but not received count as not received."""
+        epoch, position, num_batches, started = self._native.progress()
+        if not started:
+            epoch, position = self._native.epoch, 0
+        elif position >= num_batches:
+            epoch, position = epoch + 1, 0
+        return {
+            "version": 1,
+            "epoch": epoch,
+            "position": position,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "rank": self.rank,
+            "world_size": self.world_size,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Makes the next ``iter(loader)`` continue where ``state`` was taken: the batches not
+        yet received, in the same order with the same contents, then the following epochs."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict from state_dict(), got {_type_name(state)}")
+        if state.get("version") != 1:
+            raise ValueError(f"unknown state version {state.get('version')!r}")
+        for key in ("seed", "batch_size", "drop_last", "rank", "world_size"):
+            if state.get(key) != getattr(self, key):
+                raise ValueError(
+                    f"the state was taken with {key}={state.get(key)!r}, this loader has {getattr(self, key)!r}"
+                )
+        self._native.resume(_int_arg("epoch", state["epoch"], 0), _int_arg("position", state["position"], 0))
+
+    def stats(self) -> dict[str, Any]:
+        """Counters over every epoch: batches and items handed out, failed batches, the time spent
+        waiting for batches, batch load latency (p50, p99) and skipped items."""
+        return self._native.stats()
+
+    @property
+    def failures(self) -> list[Failure]:
+        """The items skipped in the current epoch (with ``max_failures``)."""
+        return self._native.failures()
 
     def _dataset_len(self) -> int:
         n = len(self.dataset)

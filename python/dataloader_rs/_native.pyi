@@ -1,11 +1,12 @@
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, final
+from typing import Any, Literal, TypeAlias, final
 
 from dataloader_rs._aio import EventLoop
+from dataloader_rs._errors import Failure
 
-_Column = Sequence[int] | Sequence[str] | Any  # or a numpy array of ints or strs
-_Path = str | os.PathLike[str]
+_Column: TypeAlias = Sequence[int] | Sequence[str] | Any  # or a numpy array of ints or strs
+_Path: TypeAlias = str | os.PathLike[str]
 
 __version__: str
 
@@ -70,12 +71,23 @@ class Loader:
     def num_batches(self, len: int, /) -> int: ...
     def epoch_over(self, len: int, /) -> BatchIterator: ...
     def epoch_from_sampler(self, sampler: Iterable[int], /) -> BatchIterator: ...
+    def set_shard(self, rank: int, world_size: int, /) -> None: ...
+    def set_epoch(self, epoch: int, /) -> None: ...
+    def resume(self, epoch: int, position: int, /) -> None: ...
+    def progress(self) -> tuple[int, int, int, bool]: ...
+    def set_max_failures(self, count: int | None = None, fraction: float | None = None) -> None: ...
+    def failures(self) -> list[Failure]: ...
+    def stats(self) -> dict[str, Any]: ...
 
 @final
 class BatchIterator:
     def __iter__(self) -> BatchIterator: ...
     def __next__(self) -> Any: ...
     def __len__(self) -> int: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def position(self) -> int: ...
 
 @final
 class HttpDataset:
@@ -171,9 +183,9 @@ class ObjectStoreDataset:
 
 # ----- images: dataloader_rs.transforms, Image, ImageCollator, ImageBatch -----
 
-_Encoded = bytes | bytearray | memoryview
-_Size = int | tuple[int, int] | list[int]
-_Fill = float | tuple[float, ...] | list[float]
+_Encoded: TypeAlias = bytes | bytearray | memoryview
+_Size: TypeAlias = int | tuple[int, int] | list[int]
+_Fill: TypeAlias = float | tuple[float, ...] | list[float]
 
 @final
 class Image:

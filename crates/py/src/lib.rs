@@ -3,6 +3,7 @@
 //! - [`loader`]: the native loader over a Python dataset and the iterator of an epoch.
 //! - [`source`]: a Python dataset as a core `Source` (getitem, getitems).
 //! - [`pipeline`]: what happens to each item after its fetch: transform, collation.
+//! - [`run`]: sharding, resume progress and skipped samples, kept across epochs.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
 //! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
 //!   and Rust datasets.
@@ -22,6 +23,7 @@ pub mod errors;
 pub mod image;
 pub mod loader;
 pub mod pipeline;
+pub mod run;
 pub mod seam;
 pub mod source;
 pub mod transforms;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyType};
+use pyo3::types::{PyBool, PyDict, PyList, PyType};
 
 use dlrs_core::{BatchCtx, Config, Epoch, Indices, LoadError, Order, Recv, Shuffle, Source};
 use dlrs_io::Runtime;
@@ -18,6 +18,7 @@ use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
 use crate::errors::{core_error, io_error, load_error};
 use crate::pipeline::Pipeline;
+use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
 use crate::source::{Calls, PySource};
 
@@ -101,6 +102,10 @@ pub struct Loader {
     transform_threads: usize,
     /// The event loop of a `PyAsyncDataset`, shared with the iterators.
     event_loop: Option<Arc<CloseOnDrop>>,
+    /// Sharding, resume and progress.
+    run: Arc<RunState>,
+    /// Skipping failed items (Python datasets).
+    skipper: Arc<Skipper>,
 }
 
 #[pymethods]
@@ -132,11 +137,13 @@ impl Loader {
             .cast_into::<PyType>()?
             .unbind();
         let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
+        let skipper = Arc::<Skipper>::default();
         let calls = Calls {
             getitem,
             getitems,
             pipeline,
             coroutine_type,
+            skipper: Arc::clone(&skipper),
         };
         let config = Config {
             batch_size,
@@ -159,6 +166,8 @@ impl Loader {
             shuffle,
             transform_threads: 0,
             event_loop: None,
+            run: Arc::default(),
+            skipper,
         })
     }
 
@@ -212,6 +221,8 @@ impl Loader {
             shuffle: common.shuffle(),
             transform_threads,
             event_loop: None,
+            run: Arc::default(),
+            skipper: Arc::default(),
         })
     }
 
@@ -276,6 +287,8 @@ impl Loader {
             shuffle: common.shuffle(),
             transform_threads,
             event_loop: Some(guard),
+            run: Arc::default(),
+            skipper: Arc::default(),
         })
     }
 
@@ -286,9 +299,84 @@ impl Loader {
         self.transform_threads
     }
 
-    /// The number of batches of an epoch of `len` items.
+    /// The number of batches of an epoch of `len` items (this rank's share when sharded).
     fn num_batches(&self, len: u64) -> u64 {
-        self.inner.config().num_batches(len)
+        let config = self.inner.config();
+        let share = self
+            .run
+            .shard(Order::Sequential { len }, config.drop_last)
+            .len();
+        config.num_batches(share)
+    }
+
+    /// Shards every later epoch: this loader loads rank `rank`'s share of `world_size`.
+    fn set_shard(&self, rank: u64, world_size: u64) -> PyResult<()> {
+        if world_size == 0 || rank >= world_size {
+            return Err(PyValueError::new_err(format!(
+                "rank must be in [0, world_size): got rank {rank} of {world_size}"
+            )));
+        }
+        self.run.set_shard(rank, world_size);
+        Ok(())
+    }
+
+    /// The number of the next epoch (as `DistributedSampler.set_epoch`).
+    fn set_epoch(&self, epoch: u64) {
+        self.inner.set_next_epoch(epoch);
+    }
+
+    /// The next epoch is `epoch`, starting at batch `position`.
+    fn resume(&self, epoch: u64, position: u64) {
+        self.inner.set_next_epoch(epoch);
+        self.run.resume_at(position);
+    }
+
+    /// Where the latest epoch stands: (epoch, position, num_batches, started).
+    fn progress(&self) -> (u64, u64, u64, bool) {
+        let p = self.run.progress();
+        (p.epoch, p.position, p.num_batches, p.started)
+    }
+
+    /// Skip failed items of a Python dataset: at most `count` per epoch, or `fraction` of it.
+    #[pyo3(signature = (count=None, fraction=None))]
+    fn set_max_failures(&self, count: Option<u64>, fraction: Option<f64>) -> PyResult<()> {
+        if !matches!(self.inner.source().as_ref(), AnySource::Python(_)) {
+            return Err(PyValueError::new_err(
+                "max_failures is supported for PyDataset datasets only",
+            ));
+        }
+        match (count, fraction) {
+            (Some(n), None) => self.skipper.set_limit(Limit::Count(n)),
+            (None, Some(f)) if (0.0..=1.0).contains(&f) => {
+                self.skipper.set_limit(Limit::Fraction(f));
+            }
+            _ => {
+                return Err(PyValueError::new_err(
+                    "max_failures is a count (an int >= 0) or a fraction of the epoch (a float in [0, 1])",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The items skipped in the current epoch.
+    fn failures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.skipper.failures(py)
+    }
+
+    /// The loader's counters over all its epochs.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("batches", s.batches)?;
+        d.set_item("items", s.items)?;
+        d.set_item("failed_batches", s.failed_batches)?;
+        d.set_item("batches_loaded", s.loaded)?;
+        d.set_item("wait_seconds", s.wait.as_secs_f64())?;
+        d.set_item("load_p50_seconds", s.load_p50.map(|d| d.as_secs_f64()))?;
+        d.set_item("load_p99_seconds", s.load_p99.map(|d| d.as_secs_f64()))?;
+        d.set_item("skipped_items", self.skipper.failures(py)?.len())?;
+        Ok(d)
     }
 
     /// The seed of the shuffle (drawn from the OS when none was given), or None.
@@ -310,22 +398,29 @@ impl Loader {
             Some(s) => s.order(len, e),
             None => Order::Sequential { len },
         };
-        self.start(order)
+        self.start(order, e)
     }
 
     /// Starts the next epoch in the order of `sampler`, read whole now.
     fn epoch_from_sampler(&self, sampler: &Bound<'_, PyAny>) -> PyResult<BatchIterator> {
         let indices = read_sampler(sampler)?;
-        self.inner.advance_epoch();
-        Ok(self.start(Order::Explicit(Arc::new(indices))))
+        let e = self.inner.advance_epoch();
+        Ok(self.start(Order::Explicit(Arc::new(indices)), e))
     }
 }
 
 impl Loader {
-    fn start(&self, order: Order) -> BatchIterator {
+    fn start(&self, order: Order, number: u64) -> BatchIterator {
         let config = *self.inner.config();
+        let order = self.run.shard(order, config.drop_last);
+        self.skipper.new_epoch(order.len());
+        let epoch = self.inner.epoch_from(order, self.run.take_start());
+        self.run
+            .record(number, epoch.position(), epoch.num_batches());
         BatchIterator {
-            epoch: self.inner.epoch(order),
+            run: Arc::clone(&self.run),
+            number,
+            epoch,
             busy: AtomicBool::new(false),
             _event_loop: self.event_loop.clone(),
             workers: config.num_workers > 0,
@@ -391,6 +486,10 @@ fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
 #[pyclass(frozen, module = "dataloader_rs._native", name = "BatchIterator")]
 pub struct BatchIterator {
     epoch: Epoch<AnySource>,
+    /// The epoch's number.
+    number: u64,
+    /// Where checkpoints read the progress.
+    run: Arc<RunState>,
     busy: AtomicBool,
     /// Keeps the event loop of a `PyAsyncDataset` open while the iterator lives.
     _event_loop: Option<Arc<CloseOnDrop>>,
@@ -441,12 +540,28 @@ impl BatchIterator {
         } else {
             self.epoch.recv(None)
         };
+        if matches!(recv, Recv::Batch(_)) {
+            self.run
+                .record(self.number, self.epoch.position(), self.epoch.num_batches());
+        }
         match recv {
             Recv::Batch(Ok(batch)) => Ok(Some(batch)),
             Recv::Batch(Err(e)) => Err(load_error(e)),
             Recv::Finished => Ok(None),
             Recv::Pending => unreachable!("waits until ready"),
         }
+    }
+
+    /// The number of the epoch.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.number
+    }
+
+    /// The batches handed out so far (counting those a resumed epoch skipped).
+    #[getter]
+    fn position(&self) -> u64 {
+        self.epoch.position()
     }
 
     /// The number of batches left in the epoch.

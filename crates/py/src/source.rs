@@ -11,6 +11,7 @@ use pyo3::types::{PyList, PyType};
 use dlrs_core::{BatchCtx, LoadError, Source};
 
 use crate::pipeline::Pipeline;
+use crate::run::Skipper;
 
 /// The Python callables of one loader.
 pub struct Calls {
@@ -20,6 +21,8 @@ pub struct Calls {
     pub pipeline: Pipeline,
     /// `types.CoroutineType`: a plain `__getitem__` returning one forgot an `await`.
     pub coroutine_type: Py<PyType>,
+    /// Skips failed items when `max_failures` is set.
+    pub skipper: Arc<Skipper>,
 }
 
 impl Calls {
@@ -47,10 +50,58 @@ impl Calls {
         self.pipeline.transform_attached(py, index, sample)
     }
 
+    /// `item`, or `None` for an item that failed and may be skipped.
+    fn item_or_skip<'py>(
+        &self,
+        py: Python<'py>,
+        index: u64,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match self.item(py, index) {
+            Ok(x) => Ok(Some(x)),
+            Err(e) if self.skipper.enabled() => self.skipper.skip(py, index, &e).map(|()| None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
-    /// `__getitem__` per index.
+    /// `__getitem__` per index. With skipping on, a failed `__getitems__` is retried item by
+    /// item to find the items that fail.
     fn batch(&self, py: Python<'_>, indices: &[u64]) -> PyResult<Py<PyAny>> {
-        let list = if let Some(getitems) = &self.getitems {
+        if self.skipper.enabled() {
+            if let Some(Ok(list)) = self.getitems_list(py, indices) {
+                return self.pipeline.collate_attached(py, list, indices);
+            }
+            let list = PyList::empty(py);
+            let mut kept = Vec::with_capacity(indices.len());
+            for &i in indices {
+                if let Some(x) = self.item_or_skip(py, i)? {
+                    list.append(x)?;
+                    kept.push(i);
+                }
+            }
+            return self.pipeline.collate_attached(py, list, &kept);
+        }
+        let list = match self.getitems_list(py, indices) {
+            Some(list) => list?,
+            None => {
+                let list = PyList::empty(py);
+                for &i in indices {
+                    list.append(self.item(py, i)?)?;
+                }
+                list
+            }
+        };
+        self.pipeline.collate_attached(py, list, indices)
+    }
+
+    /// The transformed samples of `__getitems__`, when the dataset has one.
+    fn getitems_list<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &[u64],
+    ) -> Option<PyResult<Bound<'py, PyList>>> {
+        let getitems = self.getitems.as_ref()?;
+        Some((|| {
             let samples = getitems.bind(py).call1((PyList::new(py, indices)?,))?;
             let list = PyList::empty(py);
             for (pos, sample) in samples.try_iter()?.enumerate() {
@@ -64,15 +115,8 @@ impl Calls {
             if list.len() != indices.len() {
                 return Err(wrong_count(indices.len(), list.len(), false));
             }
-            list
-        } else {
-            let list = PyList::empty(py);
-            for &i in indices {
-                list.append(self.item(py, i)?)?;
-            }
-            list
-        };
-        self.pipeline.collate_attached(py, list, indices)
+            Ok(list)
+        })())
     }
 }
 
@@ -105,11 +149,16 @@ impl Source for PySource {
             // is taken per item, and released while this thread waits for the helpers.
             let calls = Arc::clone(&self.calls);
             let items = ctx.map_items(indices, move |i| {
-                Python::attach(|py| calls.item(py, i).map(Bound::unbind))
+                Python::attach(|py| calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind)))
             })?;
             return Python::attach(|py| {
-                let list = PyList::new(py, items)?;
-                self.calls.pipeline.collate_attached(py, list, indices)
+                let kept: Vec<u64> = indices
+                    .iter()
+                    .zip(&items)
+                    .filter_map(|(&i, x)| x.as_ref().map(|_| i))
+                    .collect();
+                let list = PyList::new(py, items.into_iter().flatten().collect::<Vec<_>>())?;
+                self.calls.pipeline.collate_attached(py, list, &kept)
             })
             .map_err(LoadError::Source);
         }
