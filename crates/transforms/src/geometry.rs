@@ -171,7 +171,10 @@ impl Window {
                     out.extend_from_slice(&row[sx * px..][..px]);
                 }
             }
-            out.extend_from_slice(&row[src_x0 * px..][..(x1 - x0) * px]);
+            // A window entirely right of the image has no inside columns (and src_x0 ≥ w).
+            if x1 > x0 {
+                out.extend_from_slice(&row[src_x0 * px..][..(x1 - x0) * px]);
+            }
             if self.mode == PaddingMode::Constant {
                 for _ in x1..ow {
                     out.extend_from_slice(fill);
@@ -661,6 +664,24 @@ mod tests {
             .crop(grid())
             .unwrap();
         assert_eq!(values(&im), vec![0, 0]);
+        // A window starting right of the image, inside it vertically: zeros, not a panic.
+        let im = Crop::new(1, 5, 2, 3).unwrap().crop(grid()).unwrap();
+        assert_eq!(values(&im), vec![0; 6]);
+        // Right of the image with edge padding repeats the last column.
+        let pad = Pad::new(
+            Padding::Each {
+                left: 0,
+                top: 0,
+                right: 3,
+                bottom: 0,
+            },
+            Fill::default(),
+            PaddingMode::Edge,
+        )
+        .unwrap()
+        .pad(grid())
+        .unwrap();
+        assert_eq!(values(&pad)[..7], [1, 2, 3, 4, 4, 4, 4]);
     }
 
     #[test]
