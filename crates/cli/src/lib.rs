@@ -55,37 +55,36 @@ pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
-/// Runs the `dlrs` command with `args` (the first one is the program name) and returns its
-/// exit code. Messages go to stdout (results) and stderr (progress, errors).
+/// Runs the `dlrs` command with `args` (the first one is the program name) and returns its exit
+/// code. Messages go to stdout (results) and stderr (progress, errors).
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    ExitCode::from(run_status(args))
+}
+
+/// [`run`], returning the exit status as a number (for callers that hand it on, such as the
+/// Python console script).
+pub fn run_status(args: impl IntoIterator<Item = OsString>) -> u8 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with code 2.
             let _ = e.print();
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE));
+            return u8::try_from(e.exit_code()).unwrap_or(EXIT_USAGE);
         }
     };
-    match dispatch(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            let code = if is_usage(&e) {
-                EXIT_USAGE
-            } else {
-                EXIT_FAILED
-            };
-            eprintln!("error: {e:#}");
-            ExitCode::from(code)
-        }
-    }
-}
-
-fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
+    let outcome = match cli.command {
         Command::Prefetch(a) => prefetch::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Parity(a) => parity::run(&a),
-    }
+    };
+    outcome.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        if is_usage(&e) {
+            EXIT_USAGE
+        } else {
+            EXIT_FAILED
+        }
+    })
 }
 
 /// Whether `e` is a bad argument: ours, or an invalid argument that dlrs-io refused.

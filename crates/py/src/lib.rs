@@ -17,6 +17,7 @@
 use pyo3::prelude::*;
 
 pub mod batch;
+pub mod cli;
 pub mod datasets;
 pub mod dlpack;
 pub mod errors;
@@ -37,5 +38,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<datasets::HttpDataset>()?;
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     Ok(())
 }

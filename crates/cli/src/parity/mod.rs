@@ -16,7 +16,7 @@ pub mod compare;
 pub mod npy;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use dlrs_transforms::{Decode, Format, Image, sniff_format};
@@ -48,8 +48,8 @@ const GENERATED: [(&str, usize, usize, usize); 6] = [
     ("rgb-wide", 17, 90, 3),
 ];
 
-/// Runs `dlrs parity`: exit code 1 when a chain that must be exact differs.
-pub fn run(args: &ParityArgs) -> Result<ExitCode> {
+/// Runs `dlrs parity`; the exit status: 1 when a chain that must be exact differs.
+pub fn run(args: &ParityArgs) -> Result<u8> {
     let Outcome {
         rows,
         images,
@@ -67,8 +67,13 @@ pub fn run(args: &ParityArgs) -> Result<ExitCode> {
         .map(|r| r.name.as_str())
         .collect();
     if failed.is_empty() {
-        println!("parity: {} chains, every exact one equal", rows.len());
-        Ok(ExitCode::SUCCESS)
+        let verdict = format!("parity: {} chains, every exact one equal", rows.len());
+        if args.json {
+            eprintln!("{verdict}");
+        } else {
+            println!("{verdict}");
+        }
+        Ok(0)
     } else {
         eprintln!(
             "parity: {} must be exact and differ: {}",
@@ -80,7 +85,7 @@ pub fn run(args: &ParityArgs) -> Result<ExitCode> {
                 eprintln!("  {}: {note}", row.name);
             }
         }
-        Ok(ExitCode::from(crate::EXIT_FAILED))
+        Ok(crate::EXIT_FAILED)
     }
 }
 

@@ -9,7 +9,7 @@ pub mod names;
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,15 +50,15 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
-/// Runs `dlrs prefetch`: exit code 1 when an item failed.
-pub fn run(args: &PrefetchArgs) -> Result<ExitCode> {
+/// Runs `dlrs prefetch`; the exit status: 1 when an item failed.
+pub fn run(args: &PrefetchArgs) -> Result<u8> {
     let report = prefetch(args, None)?;
     println!("{}", summary(&report, &args.out));
     if report.failures.is_empty() {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     eprintln!("{}", failure_list(&report.failures));
-    Ok(ExitCode::from(crate::EXIT_FAILED))
+    Ok(crate::EXIT_FAILED)
 }
 
 /// Fetches every item that is not complete in `args.out`. `progress` replaces the default bar

@@ -1,0 +1,41 @@
+//! `cli_main`: the `dlrs` console script's way into the Rust command (`dlrs_cli`).
+
+use std::ffi::OsString;
+use std::sync::Mutex;
+use std::sync::mpsc::{self, RecvTimeoutError};
+
+use pyo3::prelude::*;
+
+use crate::seam::{Slice, wait_interruptibly};
+
+/// The exit status of a command that panicked (Rust's own for a panicking `main`).
+const PANICKED: i32 = 101;
+
+/// Runs the `dlrs` command with `argv` (`argv[0]` is the program name) and returns its exit
+/// status. The command runs on a thread of its own while this one waits with the interpreter
+/// released, checking signals: Ctrl-C raises `KeyboardInterrupt` here (the command's thread is
+/// left to end with the process; a prefetch it was running resumes cleanly, see `.part` files).
+#[pyfunction]
+pub fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("dlrs-cli".to_owned())
+        .spawn(move || {
+            let status = dlrs_cli::run_status(argv.into_iter().map(OsString::from));
+            let _ = tx.send(status);
+        })?;
+    // The waits take turns on one thread; the lock only makes the receiver shareable.
+    let rx = Mutex::new(rx);
+    wait_interruptibly(py, |timeout| {
+        let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
+        let received = match timeout {
+            Some(t) => rx.recv_timeout(t),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        match received {
+            Ok(status) => Slice::Ready(i32::from(status)),
+            Err(RecvTimeoutError::Timeout) => Slice::Pending,
+            Err(RecvTimeoutError::Disconnected) => Slice::Ready(PANICKED),
+        }
+    })
+}

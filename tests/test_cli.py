@@ -1,0 +1,152 @@
+"""The ``dlrs`` command: through the installed console script (a subprocess) and ``cli_main``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from dataloader_rs import _native
+
+from servers.http import HttpTestServer, item_body
+
+SCRIPT = Path(sys.executable).parent / "dlrs"
+
+
+def dlrs(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Runs the console script (or ``python -m dataloader_rs._cli`` where it is not installed)."""
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "dataloader_rs._cli"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+@pytest.mark.timeout(60)
+def test_prefetch_resumes_after_a_partial_run(http_server: HttpTestServer, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    # Items 3, 8 and 11 answer 503 to their first request: with no retries, the first run misses them.
+    fail = ["1" if i in (3, 8, 11) else "0" for i in range(12)]
+    template = http_server.base_url + "/item/{index}?fail={f}&key=k{index}&token=secret"
+    args = ["prefetch", template, "-c", "f=" + ",".join(fail), "--retries", "0", "--out", str(out)]
+
+    first = dlrs(*args)
+    assert first.returncode == 1, first.stderr
+    assert "prefetch: 12 items in" in first.stdout
+    assert "9 fetched" in first.stdout
+    assert "3 failed" in first.stdout
+    assert "3 items failed (index, location, error):" in first.stderr
+    for i in (3, 8, 11):
+        assert f"\n  {i}\t{http_server.base_url}/item/{i}\tHTTP status 503" in first.stderr
+    assert "secret" not in first.stderr
+    assert files(out) == [f"{i:02}" for i in range(12) if i not in (3, 8, 11)]
+
+    # An interrupted write leaves a .part file: it is fetched again, not taken as complete.
+    (out / "07").unlink()
+    (out / "07.part").write_bytes(b"ite")
+    before = len(http_server.requests)  # (reset() would forget the fail= counters)
+    second = dlrs(*args)
+    assert second.returncode == 0, second.stderr
+    assert "4 fetched" in second.stdout
+    assert "8 already complete" in second.stdout
+    assert sorted(r.path for r in http_server.requests[before:]) == sorted(f"/item/{i}" for i in (3, 7, 8, 11))
+    assert files(out) == [f"{i:02}" for i in range(12)]
+    for i in range(12):
+        assert (out / f"{i:02}").read_bytes() == item_body(i)
+
+
+@pytest.mark.timeout(60)
+def test_prefetch_lists_a_failing_item_and_exits_non_zero(http_server: HttpTestServer, tmp_path: Path) -> None:
+    template = http_server.base_url + "/{kind}/{n}"
+    result = dlrs(
+        "prefetch", template, "-c", "kind=item,status,item", "-c", "n=0,404,2",
+        "--name", "{kind}-{n}.bin", "--concurrency", "2", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert f"1 item failed (index, location, error):\n  1\t{http_server.base_url}/status/404\tHTTP status 404" in (
+        result.stderr
+    )
+    assert files(tmp_path) == ["item-0.bin", "item-2.bin"]
+    assert (tmp_path / "item-2.bin").read_bytes() == item_body(2)
+
+
+def test_argument_errors_exit_with_2(tmp_path: Path) -> None:
+    missing = dlrs("prefetch", "http://127.0.0.1:9/{index}")
+    assert missing.returncode == 2
+    assert "the following required arguments were not provided" in missing.stderr
+    assert "--out <DIR>" in missing.stderr
+    unused = dlrs("prefetch", "http://127.0.0.1:9/{index}", "-c", "x=1,2", "--out", str(tmp_path))
+    assert unused.returncode == 2
+    assert "error: column 'x' is not used by the template" in unused.stderr
+    scheme = dlrs("prefetch", "ftp://h/{index}", "--length", "1", "--out", str(tmp_path))
+    assert (scheme.returncode, scheme.stderr.strip()) == (
+        2,
+        "error: unsupported scheme ftp:// (use http, https, s3, gs, az or a file path)",
+    )
+
+
+def test_cli_main_returns_the_status(capfd: pytest.CaptureFixture[str]) -> None:
+    assert _native.cli_main(["dlrs", "--version"]) == 0
+    assert capfd.readouterr().out == "dlrs 0.3.0\n"
+    assert _native.cli_main(["dlrs", "bench", "--workers", "x"]) == 2
+    assert "invalid value 'x' for '--workers <WORKERS>'" in capfd.readouterr().err
+    assert _native.cli_main(["dlrs", "prefetch", "--help"]) == 0
+    assert "Examples:" in capfd.readouterr().out
+
+
+def test_bench_json() -> None:
+    result = dlrs("bench", "overhead", "http", "--items", "256", "--latency-ms", "1", "--item-bytes", "100", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["workload"] for r in rows] == ["overhead", "http"]
+    assert rows[0]["items"] == 256
+    assert rows[0]["bytes"] == 0
+    assert rows[1]["bytes"] == 256 * 100
+    assert rows[1]["concurrency"] == 32
+    assert all(r["items_per_second"] > 0 for r in rows)
+
+
+@pytest.mark.timeout(120)
+def test_parity_passes_on_generated_and_given_images(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, (40, 52, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "photo.jpg", quality=90)
+    Image.fromarray(pixels).convert("P").save(tmp_path / "palette.png")
+    Image.fromarray(pixels[:, :, 0]).save(tmp_path / "grey.bmp")
+    result = dlrs("parity", "--images", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["images"] == 9
+    chains = {c["chain"]: c for c in report["chains"]}
+    assert chains["decode png/bmp/tiff"]["images"] == 8
+    assert chains["decode jpeg/webp"]["images"] == 1
+    assert chains["decode jpeg/webp"]["exact"] is False
+    assert chains["resize_bicubic_down"]["images"] == 9
+    assert not any(c["failed"] for c in report["chains"])
+    assert all(c["max_diff"] == 0 for c in report["chains"] if c["exact"])
+
+
+@pytest.mark.timeout(120)
+def test_parity_fails_on_an_injected_difference() -> None:
+    result = dlrs("parity", "--inject-difference", "to_tensor_normalize")
+    assert result.returncode == 1
+    line = next(row for row in result.stdout.splitlines() if row.startswith("to_tensor_normalize "))
+    assert line.split()[-1] == "DIFFERS"
+    assert "parity: 1 must be exact and differ: to_tensor_normalize" in result.stderr
+    assert "generated/rgb-224.png: 1 of 150528 values differ, at most by 0.5" in result.stderr
+
+
+def test_parity_reports_a_python_without_pillow(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named PIL' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    result = dlrs("parity", "--python", str(fake))
+    assert result.returncode == 1
+    assert "the Python side failed" in result.stderr
+    assert "No module named PIL" in result.stderr
