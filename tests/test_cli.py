@@ -13,6 +13,7 @@ from PIL import Image
 
 from dataloader_rs import _native
 
+from servers.fixtures import ObjectStoreCase
 from servers.http import HttpTestServer, item_body
 
 SCRIPT = Path(sys.executable).parent / "dlrs"
@@ -150,3 +151,20 @@ def test_parity_reports_a_python_without_pillow(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "the Python side failed" in result.stderr
     assert "No module named PIL" in result.stderr
+
+
+@pytest.mark.timeout(120)
+def test_prefetch_from_an_object_store(object_store_case: ObjectStoreCase, tmp_path: Path) -> None:
+    case = object_store_case
+    case.put_many({f"tiles/{slide}/{i}.png": f"{slide}-{i}".encode() for slide, i in [("a", 0), ("a", 1), ("b", 2)]})
+    options = [arg for key, value in case.options.items() for arg in ("-o", f"{key}={value}")]
+    template = case.url("tiles") + "/{slide}/{index}.png"
+    args = ["prefetch", template, "-c", "slide=a,a,b", "--retries", "0", "--timeout", "10", *options]
+    result = dlrs(*args, "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert files(tmp_path / "out") == ["0.png", "1.png", "2.png"]
+    assert (tmp_path / "out" / "2.png").read_bytes() == b"b-2"
+    # A missing key is listed with its location (the store URL plus the key).
+    missing = dlrs(*args[:3], "slide=a,b,b", *args[4:], "--out", str(tmp_path / "missing"))
+    assert missing.returncode == 1
+    assert f"\n  1\t{case.url('tiles')}/b/1.png\t" in missing.stderr
