@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 /// A progress bar of `len` steps (hidden when stderr is not a terminal: logs stay clean).
 #[derive(Debug, Clone)]
@@ -26,9 +26,15 @@ impl Progress {
         };
         let bar = ProgressBar::with_draw_target(Some(len), target);
         let style = ProgressStyle::with_template(&format!(
-            "{{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} {{per_sec}} ETA {{eta}}"
+            "{{msg}} [{{bar:20}}] {{human_pos}}/{{human_len}} {unit}, {{rate}}, ETA {{eta}}"
         ))
         .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key(
+            "rate",
+            |state: &ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{}/s", rate(state.per_sec()));
+            },
+        )
         .progress_chars("=> ");
         bar.set_style(style);
         bar.set_message(what.to_owned());
@@ -52,6 +58,17 @@ impl Progress {
     }
 }
 
+/// A rate with three significant digits and a k/M suffix.
+fn rate(per_sec: f64) -> String {
+    if per_sec >= 1e6 {
+        format!("{:.2}M", per_sec / 1e6)
+    } else if per_sec >= 1e3 {
+        format!("{:.1}k", per_sec / 1e3)
+    } else {
+        format!("{per_sec:.0}")
+    }
+}
+
 impl Drop for Progress {
     fn drop(&mut self) {
         if !self.bar.is_finished() {
@@ -63,6 +80,13 @@ impl Drop for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(rate(12_345_678.0), "12.35M");
+        assert_eq!(rate(4_096.0), "4.1k");
+        assert_eq!(rate(7.4), "7");
+    }
 
     #[test]
     fn a_hidden_bar_counts() {

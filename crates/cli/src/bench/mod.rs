@@ -18,6 +18,9 @@ use crate::args::{BenchArgs, Workload};
 use crate::progress::Progress;
 use report::Measurement;
 
+/// How often the progress bar is updated while an epoch runs.
+const PROGRESS_EVERY: Duration = Duration::from_millis(50);
+
 /// Runs `dlrs bench`; the exit status.
 pub fn run(args: &BenchArgs) -> Result<u8> {
     let list: Vec<Workload> = if args.workloads.is_empty() {
@@ -67,13 +70,18 @@ where
         let start = Instant::now();
         let epoch = loader.epoch(Order::Sequential { len });
         let (mut items, mut epoch_bytes) = (0, 0);
+        // The bar is told every 50 ms, not every batch, so it costs the loop nothing.
+        let (mut shown, mut shown_at) = (0, start);
         loop {
             match epoch.recv(None) {
                 Recv::Batch(Ok(batch)) => {
                     first_batch.get_or_insert_with(|| start.elapsed());
                     items += batch.items();
                     epoch_bytes += batch.bytes();
-                    progress.inc(batch.items());
+                    if shown_at.elapsed() >= PROGRESS_EVERY {
+                        progress.inc(items - shown);
+                        (shown, shown_at) = (items, Instant::now());
+                    }
                 }
                 Recv::Batch(Err(dlrs_core::LoadError::Source(e))) => bail!("{name}: {e}"),
                 Recv::Batch(Err(dlrs_core::LoadError::Panicked(m))) => {
@@ -84,6 +92,7 @@ where
                 Recv::Finished => break,
             }
         }
+        progress.inc(items - shown);
         if items != len {
             bail!("{name}: an epoch gave {items} items instead of {len}");
         }
