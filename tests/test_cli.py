@@ -168,3 +168,13 @@ def test_prefetch_from_an_object_store(object_store_case: ObjectStoreCase, tmp_p
     missing = dlrs(*args[:3], "slide=a,b,b", *args[4:], "--out", str(tmp_path / "missing"))
     assert missing.returncode == 1
     assert f"\n  1\t{case.url('tiles')}/b/1.png\t" in missing.stderr
+
+
+def test_parity_runs_the_python_of_dlrs_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "fake-python"
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("DLRS_PYTHON", str(fake))
+    result = dlrs("parity")
+    assert result.returncode == 1
+    assert f"the Python side failed ({fake}, exit status: 3)" in result.stderr

@@ -217,6 +217,29 @@ struct Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The URL and the key put back together give the template, the key holds every
+        /// placeholder and the URL none.
+        #[test]
+        fn object_templates_split_into_url_and_key(
+            bucket in "[a-z][a-z0-9-]{2,10}",
+            prefix in proptest::collection::vec("[a-z0-9._-]{1,6}", 0..3),
+            lead in "[a-z0-9._-]{0,4}",
+            rest in "[a-z0-9._/{}-]{0,12}",
+        ) {
+            let mut url = format!("gs://{bucket}");
+            for p in &prefix {
+                url.push('/');
+                url.push_str(p);
+            }
+            let key = format!("{lead}{{index}}{rest}");
+            let (u, k) = split_object_template(&format!("{url}/{key}")).unwrap();
+            prop_assert_eq!(u, url);
+            prop_assert_eq!(k, key);
+        }
+    }
 
     fn settings() -> Settings {
         Settings {
