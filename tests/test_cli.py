@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +180,24 @@ def test_parity_runs_the_python_of_dlrs_python(tmp_path: Path, monkeypatch: pyte
     result = dlrs("parity")
     assert result.returncode == 1
     assert f"the Python side failed ({fake}, exit status: 3)" in result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_stops_the_console_script(http_server: HttpTestServer, tmp_path: Path) -> None:
+    if not SCRIPT.exists():
+        pytest.skip("the dlrs console script is not installed")
+    template = http_server.base_url + "/item/{index}?delay=30"
+    proc = subprocess.Popen(
+        [str(SCRIPT), "prefetch", template, "--length", "4", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while http_server.in_flight < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert http_server.in_flight == 4
+    proc.send_signal(signal.SIGINT)
+    _, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert files(tmp_path) == []  # nothing was complete: the next run fetches everything
