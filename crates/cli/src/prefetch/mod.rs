@@ -8,6 +8,7 @@
 pub mod names;
 pub mod source;
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -126,16 +127,31 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
 }
 
 /// The items whose final file is missing under `out` (with their paths), and how many are there.
+///
+/// The files directly in `out` are listed once (one `stat` per item would cost seconds for
+/// millions of items); a name in a subdirectory is looked up on its own.
 pub fn pending(
     len: u64,
     out: &Path,
     name_of: impl Fn(u64) -> Result<String>,
 ) -> Result<(Vec<(u64, PathBuf)>, u64)> {
+    let listed: HashSet<std::ffi::OsString> = std::fs::read_dir(out)
+        .with_context(|| format!("cannot list {}", out.display()))?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
+        .map(|entry| entry.file_name())
+        .collect();
     let mut pending = Vec::new();
     let mut skipped = 0;
     for index in 0..len {
-        let path = out.join(name_of(index)?);
-        if path.is_file() {
+        let name = name_of(index)?;
+        let complete = if name.contains(['/', '\\']) {
+            out.join(&name).is_file()
+        } else {
+            listed.contains(std::ffi::OsStr::new(&name))
+        };
+        let path = out.join(name);
+        if complete {
             skipped += 1;
         } else {
             pending.push((index, path));

@@ -215,6 +215,13 @@ fn pending_lists_what_is_missing() {
     let indices: Vec<u64> = todo.iter().map(|(i, _)| *i).collect();
     assert_eq!(indices, [0, 2, 3]);
     assert_eq!(todo[1].1, dir.0.join("2"));
+    // Names in subdirectories are looked up one by one.
+    std::fs::create_dir(dir.0.join("sub")).unwrap();
+    std::fs::write(dir.0.join("sub/1"), "x").unwrap();
+    let (todo, skipped) = pending(3, &dir.0, |i| Ok(format!("sub/{i}"))).unwrap();
+    assert_eq!(skipped, 1);
+    assert_eq!(todo.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 2]);
+    assert!(pending(1, &dir.0.join("missing"), |i| Ok(i.to_string())).is_err());
 }
 
 #[test]
