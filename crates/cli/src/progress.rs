@@ -47,6 +47,13 @@ impl Progress {
         self.bar.inc(n);
     }
 
+    /// `n` steps that were done before this run (items already complete): counted, but kept out
+    /// of the rate and the ETA.
+    pub fn skip(&self, n: u64) {
+        self.bar.inc(n);
+        self.bar.reset_eta();
+    }
+
     /// Whether the bar is drawn.
     pub fn is_drawn(&self) -> bool {
         !self.bar.is_hidden()
@@ -92,8 +99,9 @@ mod tests {
     fn a_hidden_bar_counts() {
         let p = Progress::with_drawing(10, "x", "items", false);
         assert!(!p.is_drawn());
+        p.skip(2);
         p.inc(3);
-        assert_eq!(p.bar.position(), 3);
+        assert_eq!(p.bar.position(), 5);
         p.finish();
         assert!(p.bar.is_finished());
     }

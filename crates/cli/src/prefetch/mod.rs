@@ -78,7 +78,7 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
     let (pending, skipped) = pending(len, &args.out, name_of)?;
 
     let progress = progress.unwrap_or_else(|| Progress::new(len, "prefetch", "items"));
-    progress.inc(skipped);
+    progress.skip(skipped);
     let mut report = Report {
         total: len,
         skipped,
