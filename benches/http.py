@@ -11,7 +11,7 @@ item_concurrency (64 threads), and torch's DataLoader with 8 and 16 worker proce
 same urllib dataset (left out without torch). The server runs in a child process
 (tests/servers/http.py's HttpServerProcess), so it does not compete for this process's GIL.
 
-The latency bound is 2,048 / 64 × 10 ms = 0.32 s: with 64 requests in flight, an epoch cannot
+The latency bound is 2,048 / 64 * 10 ms = 0.32 s: with 64 requests in flight, an epoch cannot
 take less. Figures are medians over the epochs, after one warm-up epoch.
 """
 
@@ -36,9 +36,9 @@ from typing import Any  # noqa: E402
 
 sys.path.insert(0, os.path.join(_HERE, "..", "tests"))
 
-from servers.http import HttpServerProcess  # noqa: E402
-
 from dataloader_rs import HttpDataset, PyAsyncDataset, PyDataloader, PyDataset  # noqa: E402
+
+from servers.http import HttpServerProcess  # noqa: E402
 
 try:
     import aiohttp
@@ -172,7 +172,8 @@ def main() -> None:
             first = statistics.median(r[1] for r in runs)
             results[name] = {"seconds": seconds, "first_batch": first, "ratio_to_bound": seconds / BOUND}
             if not args.json:
-                print(f"{name:24} {seconds:7.3f} s/epoch  first batch {first * 1000:7.1f} ms  {seconds / BOUND:5.2f}× bound", flush=True)
+                line = f"{name:24} {seconds:7.3f} s/epoch  first batch {first * 1000:7.1f} ms"
+                print(f"{line}  {seconds / BOUND:5.2f}x bound", flush=True)
     meta = {
         "items": ITEMS,
         "item_bytes": SIZE,

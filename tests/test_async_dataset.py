@@ -347,7 +347,7 @@ def test_an_aclose_running_too_long_is_logged_and_abandoned(caplog, monkeypatch,
 
 def test_an_iterator_of_a_dropped_loader_keeps_working():
     ds = Squares(6)
-    batches = [b for b in PyDataloader(ds, batch_size=2, num_workers=2)]  # noqa: C416
+    batches = [b for b in PyDataloader(ds, batch_size=2, num_workers=2)]
     assert batches == [[0, 1], [4, 9], [16, 25]]
     assert ds.closed == 1
 
@@ -405,3 +405,35 @@ def test_getitems_none_turns_it_off():
 
     ds = Off(4)
     assert list(PyDataloader(ds, batch_size=4)) == [[0, 1, 4, 9]]
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_gets_an_event_loop_of_its_own():
+    import os
+    import pickle
+    import signal
+    import warnings
+
+    ds = Squares(8)
+    loader = PyDataloader(ds, batch_size=4, num_workers=2, item_concurrency=2)
+    expected = [[0, 1, 4, 9], [16, 25, 36, 49]]
+    assert list(loader) == expected
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            signal.alarm(20)
+            os.write(w, pickle.dumps(list(loader)))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert pickle.loads(data) == expected
+    assert list(loader) == expected

@@ -12,11 +12,12 @@ import threading
 import time
 
 import pytest
+
+from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
+
 from servers._common import METADATA_BLACKHOLE
 from servers.fixtures import requires_s3
 from servers.http import expected_body, item_body
-
-from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
 
 # The HTTP test server can leave one accepted socket unclosed when a client connects while it
 # stops (hyper finishes connects in the background): a warning about the server's socket, not
@@ -65,7 +66,8 @@ def test_without_workers_one_batch_is_in_flight(http_server):
 
 def test_shuffle_and_return_indices_match_the_bodies(http_server):
     ds = HttpDataset([http_server.item_url(i, size=1000) for i in range(40)])
-    loader = PyDataloader(ds, batch_size=8, shuffle=True, seed=3, num_workers=2, item_concurrency=4, return_indices=True)
+    settings = {"num_workers": 2, "item_concurrency": 4, "return_indices": True}
+    loader = PyDataloader(ds, batch_size=8, shuffle=True, seed=3, **settings)
     seen = []
     for batch, indices in loader:
         assert batch == [item_body(i, 1000) for i in indices]
@@ -89,7 +91,7 @@ def test_requests_in_flight_are_num_workers_times_item_concurrency(http_server_f
     ds = HttpDataset([server.item_url(i) for i in range(64)])
     loader = PyDataloader(ds, batch_size=16, num_workers=2, item_concurrency=8, prefetch_depth=1)
     assert sum(len(b) for b in loader) == 64
-    # 2 batches × 8 items: every request of a wave is sent at once, and never more.
+    # 2 batches of 8 items: every request of a wave is sent at once, and never more.
     assert 8 < server.max_in_flight <= 16
 
 
@@ -125,9 +127,7 @@ def test_transform_runs_on_the_pool_and_collate_on_a_worker(http_server):
         assert body == item_body(index)
         return index * 10
 
-    loader = PyDataloader(
-        ds, batch_size=8, num_workers=2, item_concurrency=4, transform=transform, collate_fn=tuple
-    )
+    loader = PyDataloader(ds, batch_size=8, num_workers=2, item_concurrency=4, transform=transform, collate_fn=tuple)
     assert list(loader) == [tuple(range(b * 10, (b + 8) * 10, 10)) for b in range(0, 32, 8)]
     assert threading.get_ident() not in threads
     assert loader._native.transform_threads == min(2 * 4, _cpus())
@@ -298,9 +298,7 @@ def test_ctrl_c_interrupts_a_stalled_request(http_server):
 
 
 def test_dropping_an_iterator_cancels_requests_in_flight(http_server):
-    urls = [http_server.item_url(i) for i in range(4)] + [
-        http_server.item_url(i, fault="stall") for i in range(4, 16)
-    ]
+    urls = [http_server.item_url(i) for i in range(4)] + [http_server.item_url(i, fault="stall") for i in range(4, 16)]
     it = iter(PyDataloader(HttpDataset(urls, timeout=None), batch_size=4, num_workers=2, item_concurrency=4))
     assert next(it) == [item_body(i) for i in range(4)]
     assert _wait_until(lambda: http_server.in_flight == 8)
@@ -489,7 +487,7 @@ def test_object_store_unknown_option_is_a_value_error(cloud_env_isolated):
         ObjectStoreDataset("s3://bucket/prefix", ["a"], options={"aws_region": 3})
     with pytest.raises(TypeError, match="keys"):
         ObjectStoreDataset("s3://bucket/prefix", "a")
-    with pytest.raises(ValueError, match="key part|empty"):
+    with pytest.raises(ValueError, match=r"key part|empty"):
         ObjectStoreDataset.from_template("s3://bucket/p", "{k}.png", {"k": ["a", ""]})
     with pytest.raises(ValueError, match="column 'k'"):
         ObjectStoreDataset.from_template("s3://bucket/p", "{k}.png", {"k": ["a/b"]})
@@ -517,3 +515,44 @@ def test_s3_without_credentials_fails_with_an_oserror(s3_server, s3_bucket):
     ds = ObjectStoreDataset(f"s3://{s3_bucket}/k", ["0"], options=options, retries=0, timeout=5)
     with pytest.raises(OSError):
         ds[0]
+
+
+# --------------------------------------------------------------------------- fork
+
+
+def _in_forked_child(fn):
+    """Runs ``fn`` in a forked child (killed after 20 s) and returns what it returned."""
+    import pickle
+    import signal
+    import warnings
+
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            signal.alarm(20)
+            os.write(w, pickle.dumps(fn()))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return pickle.loads(data)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_uses_a_rust_loader_its_parent_iterated(tmp_path):
+    for i in range(12):
+        (tmp_path / f"{i}.bin").write_bytes(bytes([i]))
+    ds = FileDataset.from_template(str(tmp_path / "{index}.bin"), length=12)
+    loader = PyDataloader(ds, batch_size=4, num_workers=2, item_concurrency=2, transform=lambda i, b: b[0] * 2)
+    expected = [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
+    assert list(loader) == expected
+    assert _in_forked_child(lambda: [list(loader), ds[5]]) == [expected, b"\x05"]
+    assert list(loader) == expected

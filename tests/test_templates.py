@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from servers.http import item_body
 
 from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
+
+from servers.http import item_body
 
 pytestmark = pytest.mark.timeout(60)
 

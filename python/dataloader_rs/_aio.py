@@ -83,10 +83,10 @@ async def load_batch(
 class EventLoop:
     """An asyncio event loop on a daemon thread of its own, owned by one loader.
 
-    :meth:`close` (called by Rust once the loader and its iterators are dropped, or at exit) awaits ``aclose`` on the loop, at most
-    :data:`ACLOSE_TIMEOUT` seconds, logs its exception or its overrun, cancels what is left, stops
-    the loop and joins the thread. In a forked child, the parent's thread does not exist: a new
-    loop is started on first use.
+    :meth:`close` (called by Rust once the loader and its iterators are dropped, or at exit)
+    awaits ``aclose`` on the loop, at most :data:`ACLOSE_TIMEOUT` seconds, logs its exception or
+    its overrun, cancels what is left, stops the loop and joins the thread. In a forked child, the
+    parent's thread does not exist: a new loop is started on first use.
     """
 
     def __init__(self, aclose: Callable[[], Awaitable[None]] | None, name: str) -> None:
@@ -125,7 +125,6 @@ class EventLoop:
     def thread(self) -> threading.Thread:
         """The thread that runs the loop."""
         return self._thread
-
 
     def submit(
         self,

@@ -70,7 +70,7 @@ def _check_async_dataset(dataset: object) -> None:
     for name in ("__len__", "__getitem__"):
         if getattr(cls, name, None) is None:
             raise TypeError(f"{cls.__name__} must define {name} to be used as a dataset")
-    if _is_async(cls.__len__):
+    if _is_async(getattr(cls, "__len__", None)):
         raise TypeError(f"{cls.__name__}.__len__ must be a plain method, not async def")
     for name in ("__getitem__", "__getitems__", "aclose"):
         method = getattr(cls, name, None)
