@@ -7,9 +7,8 @@ normalised, CHW, in batches of 64 on 2 workers.
 
 Also the decode throughput of one core: Decode() against Pillow's Image.open + convert("RGB").
 
-    python -P benches/images.py [--tiles 1024] [--epochs 5] [--workers 2]
+    python benches/images.py [--tiles 1024] [--epochs 5] [--workers 2]
 
-(-P: benches/ is not put on sys.path, where benches/http.py would shadow the standard library.)
 
 Needs torch, numpy and Pillow (pip install -e .[bench] pillow). Build the extension with
 `maturin develop --release` first: a debug build measures nothing useful.

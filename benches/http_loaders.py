@@ -1,9 +1,9 @@
 """Network-bound loading, side by side in one run: 2,048 items of 64 KiB from a loopback HTTP
 server that answers each request after 10 ms, batches of 64, a fresh loader per epoch.
 
-    python benches/http.py            # a table
-    python benches/http.py --json     # JSON
-    python benches/http.py --epochs 5 --only HttpDataset,torch-8
+    python benches/http_loaders.py            # a table
+    python benches/http_loaders.py --json     # JSON
+    python benches/http_loaders.py --epochs 5 --only HttpDataset,torch-8
 
 Contenders: HttpDataset (64 requests in flight: num_workers=2, item_concurrency=32), a
 PyAsyncDataset on aiohttp (same settings; left out without aiohttp), a PyDataset on urllib with
