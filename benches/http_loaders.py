@@ -17,28 +17,22 @@ take less. Figures are medians over the epochs, after one warm-up epoch.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import platform
+import statistics
 import sys
-
-# This file is named http.py: keep its directory off the path, or it shadows the standard library's
-# http package (which urllib and aiohttp import).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from collections.abc import Callable, Iterable  # noqa: E402
-from typing import Any  # noqa: E402
+import time
+import urllib.request
+from collections.abc import Callable, Iterable
+from typing import Any
 
 sys.path.insert(0, os.path.join(_HERE, "..", "tests"))
 
-from dataloader_rs import HttpDataset, PyAsyncDataset, PyDataloader, PyDataset  # noqa: E402
+from dataloader_rs import HttpDataset, PyAsyncDataset, PyDataloader, PyDataset
 
-from servers.http import HttpServerProcess  # noqa: E402
+from servers.http import HttpServerProcess
 
 try:
     import aiohttp
