@@ -28,7 +28,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
 
-sys.path.insert(0, os.path.join(_HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from dataloader_rs import HttpDataset, PyAsyncDataset, PyDataloader, PyDataset
 
