@@ -556,3 +556,13 @@ def test_a_forked_child_uses_a_rust_loader_its_parent_iterated(tmp_path):
     assert list(loader) == expected
     assert _in_forked_child(lambda: [list(loader), ds[5]]) == [expected, b"\x05"]
     assert list(loader) == expected
+
+
+def test_object_store_credentials_from_the_environment(object_store_case, monkeypatch):
+    object_store_case.put("env/0", b"from the environment")
+    for name, value in object_store_case.env.items():
+        monkeypatch.setenv(name, value)
+    ds = ObjectStoreDataset(object_store_case.url("env"), ["0"], retries=0, timeout=10)
+    assert next(iter(PyDataloader(ds))) == [b"from the environment"]
+    for value in object_store_case.env.values():
+        assert value not in repr(ds) or value in ("true", "devstoreaccount1")
