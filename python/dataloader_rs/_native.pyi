@@ -10,6 +10,8 @@ _Path: TypeAlias = str | os.PathLike[str]
 
 __version__: str
 
+def cli_main(argv: list[str]) -> int: ...
+
 @final
 class Loader:
     def __new__(
