@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 
 import pytest
+
 from servers._common import (
     ALLOW_MISSING_ENV,
     METADATA_BLACKHOLE,
@@ -49,9 +50,7 @@ pytestmark = pytest.mark.timeout(60)
 # --------------------------------------------------------------------------- helpers
 
 
-def _get(
-    url: str, headers: dict[str, str] | None = None, timeout: float = 10
-) -> tuple[int, dict[str, str], bytes]:
+def _get(url: str, headers: dict[str, str] | None = None, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
     req = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -232,9 +231,7 @@ def test_http_range_of_a_large_body_with_a_fault(http_server: HttpTestServer) ->
     assert body == expected_body(n, 1)[70000:]
     url = http_server.bytes_url(n, seed=1, fault="truncate")
     with pytest.raises(http.client.IncompleteRead):
-        urllib.request.urlopen(
-            urllib.request.Request(url, headers={"Range": "bytes=10-109"}), timeout=10
-        ).read()
+        urllib.request.urlopen(urllib.request.Request(url, headers={"Range": "bytes=10-109"}), timeout=10).read()
 
 
 def test_http_echo_returns_request_headers(http_server: HttpTestServer) -> None:
@@ -502,9 +499,7 @@ def test_http_chunked_body(http_server: HttpTestServer) -> None:
     assert headers["transfer-encoding"] == "chunked"
     assert "content-length" not in headers
     data = expected_body(1000, 3)
-    expected = b"".join(
-        b"%x\r\n" % len(data[i : i + 300]) + data[i : i + 300] + b"\r\n" for i in range(0, 1000, 300)
-    )
+    expected = b"".join(b"%x\r\n" % len(data[i : i + 300]) + data[i : i + 300] + b"\r\n" for i in range(0, 1000, 300))
     assert body == expected + b"0\r\n\r\n"
     # a client decodes it
     assert _get(http_server.bytes_url(5_000_000, seed=3, chunked=1))[2] == expected_body(5_000_000, 3)
