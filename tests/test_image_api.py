@@ -606,3 +606,28 @@ def test_torch_views_of_batches():
     del t
     gc.collect()
     assert c.pooled == 1
+
+
+def test_transforms_and_collator_shared_by_threads():
+    chain = T.Compose([T.Decode(), T.ToFloat(), T.ToChw()])
+    collator = ImageCollator(buffers=2)
+    blobs = [encode(pil_image("RGB", 6, 5, "random", seed=i), "PNG") for i in range(8)]
+    expected = np.stack([np.asarray(pil_image("RGB", 6, 5, "random", seed=i)) for i in range(8)])
+    expected = np.ascontiguousarray(expected.transpose(0, 3, 1, 2)).astype(np.float32) / np.float32(255)
+    errors = []
+
+    def work() -> None:
+        try:
+            for _ in range(20):
+                batch = collator([chain(b) for b in blobs])
+                assert_matches(batch, expected)
+        except AssertionError as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert collator.pooled <= 2
