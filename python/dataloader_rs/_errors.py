@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 
-class Failure(NamedTuple):
+@dataclass(frozen=True)
+class Failure:
     """One item that failed and was dropped from its batch."""
 
     index: int

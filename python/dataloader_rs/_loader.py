@@ -41,7 +41,7 @@ def _int_arg(name: str, value: object, minimum: int, maximum: int | None = None)
 def _callable_arg(name: str, value: object) -> Callable[..., Any] | None:
     if value is not None and not callable(value):
         raise TypeError(f"{name} must be callable or None, got {value!r} ({_type_name(value)})")
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _is_async(fn: object) -> bool:

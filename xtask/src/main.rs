@@ -109,7 +109,9 @@ fn ruff(python: &Path) -> Result<()> {
     run(Command::new(venv.join("ruff")).args(["check", "python", "tests", "examples", "benches"]))?;
     run(Command::new(venv.join("ruff")).args([
         "format", "--check", "python", "tests", "examples", "benches",
-    ]))
+    ]))?;
+    // The package's own code, strictly typed (settings in pyproject.toml).
+    run(Command::new(venv.join("mypy")))
 }
 
 fn python_ft(extra: &[String]) -> Result<()> {
