@@ -237,15 +237,19 @@ class PyDataloader(Generic[B]):
             # iterators are gone.
             event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
             getitems = getattr(dataset, "__getitems__", None) if self.item_concurrency == 1 else None
-            self._native = _native.Loader.over_async(
-                event_loop,
-                dataset.__getitem__,
-                getitems,
-                wrapped,
-                collate_fn,
-                runtime_threads=runtime_threads,
-                **common,
-            )
+            try:
+                self._native = _native.Loader.over_async(
+                    event_loop,
+                    dataset.__getitem__,
+                    getitems,
+                    wrapped,
+                    collate_fn,
+                    runtime_threads=runtime_threads,
+                    **common,
+                )
+            except BaseException:
+                event_loop.close()
+                raise
             self.seed = self._native.seed
             self._setup_run(rank, world_size, max_failures)
             return
