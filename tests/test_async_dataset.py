@@ -441,6 +441,6 @@ def test_a_forked_child_gets_an_event_loop_of_its_own():
 
 def test_a_loader_that_fails_to_build_leaves_no_thread(no_thread_leak):
     ds = Squares(3)
-    with pytest.raises(ValueError, match="threads|item_concurrency"):
+    with pytest.raises(ValueError, match=r"threads|item_concurrency"):
         PyDataloader(ds, num_workers=1 << 20, item_concurrency=1 << 20, transform=lambda i, x: x)
     assert ds.closed == 1
