@@ -6,7 +6,7 @@
 //! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
 //! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
 //! - `demo`: install the package from the checkout and run the quick start on generated data.
-//! - `bench [args]`: the side-by-side benchmark harness (benches/compare.py).
+//! - `bench [names]`: the benchmarks (Python harnesses against torch, criterion).
 //! - `fuzz [seconds]`: every decoder's cargo-fuzz target for a bounded time (not in CI).
 
 mod tidy;
@@ -141,6 +141,44 @@ fn fuzz(rest: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The benchmarks, each side by side with its baseline: `cargo xtask bench [name ...]` with names
+/// from `overhead http images scaling memory criterion` (all by default).
+fn bench(names: &[String]) -> Result<()> {
+    const ALL: [&str; 6] = [
+        "overhead",
+        "http",
+        "images",
+        "scaling",
+        "memory",
+        "criterion",
+    ];
+    let names: Vec<&str> = if names.is_empty() {
+        ALL.to_vec()
+    } else {
+        names.iter().map(String::as_str).collect()
+    };
+    if let Some(bad) = names.iter().find(|n| !ALL.contains(n)) {
+        bail!("unknown benchmark {bad}: choose from {}", ALL.join(" "));
+    }
+    let python = venv()?;
+    develop(&python, true)?;
+    for name in names {
+        let script = match name {
+            "overhead" => "benches/compare.py",
+            "http" => "benches/http_loaders.py",
+            "images" => "benches/images.py",
+            "scaling" => "benches/scaling.py",
+            "memory" => "benches/memory.py",
+            _ => {
+                cargo(&["bench", "--workspace"])?;
+                continue;
+            }
+        };
+        run(Command::new(&python).arg(script))?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (cmd, rest) = args
@@ -169,11 +207,7 @@ fn main() -> Result<()> {
             develop(&python, true)?;
             run(Command::new(&python).arg("examples/quickstart.py"))
         }
-        "bench" => {
-            let python = venv()?;
-            develop(&python, true)?;
-            run(Command::new(&python).arg("benches/compare.py").args(rest))
-        }
+        "bench" => bench(rest),
         _ => {
             eprintln!(
                 "usage: cargo xtask <ci | test | py-test | python-ft | lint | demo | bench | fuzz> [args]"
