@@ -111,7 +111,7 @@ fn ruff(python: &Path) -> Result<()> {
         "format", "--check", "python", "tests", "examples", "benches",
     ]))?;
     // The package's own code, strictly typed (settings in pyproject.toml).
-    run(Command::new(venv.join("mypy")))
+    run(&mut Command::new(venv.join("mypy")))
 }
 
 fn python_ft(extra: &[String]) -> Result<()> {
