@@ -444,3 +444,45 @@ def test_a_loader_that_fails_to_build_leaves_no_thread(no_thread_leak):
     with pytest.raises(ValueError, match=r"threads|item_concurrency"):
         PyDataloader(ds, num_workers=1 << 20, item_concurrency=1 << 20, transform=lambda i, x: x)
     assert ds.closed == 1
+
+
+def test_items_are_transformed_as_they_arrive():
+    transformed_first = threading.Event()
+
+    class Waits(PyAsyncDataset[int]):
+        def __len__(self) -> int:
+            return 2
+
+        async def __getitem__(self, index: int) -> int:
+            if index == 1:  # arrives only once item 0 was transformed
+                for _ in range(1000):
+                    if transformed_first.is_set():
+                        return 1
+                    await asyncio.sleep(0.01)
+                raise TimeoutError("item 0 was not transformed while item 1 was in flight")
+            return 0
+
+    def transform(index, sample):
+        if index == 0:
+            transformed_first.set()
+        return sample
+
+    assert list(PyDataloader(Waits(), batch_size=2, item_concurrency=2, transform=transform)) == [[0, 1]]
+
+
+def test_ctrl_c_interrupts_a_stalled_coroutine():
+    import _thread
+
+    ds = Stalls(4, stall_from=2)
+    it = iter(PyDataloader(ds, batch_size=2, num_workers=0, item_concurrency=2))
+    assert next(it) == [0, 1]
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(it)
+    finally:
+        timer.cancel()
+    assert ds.cancelled == set()  # the batch goes on; dropping the iterator cancels it
+    del it
+    assert _wait_until(lambda: ds.cancelled == {2, 3})

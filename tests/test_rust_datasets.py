@@ -566,3 +566,18 @@ def test_object_store_credentials_from_the_environment(object_store_case, monkey
     assert next(iter(PyDataloader(ds))) == [b"from the environment"]
     for value in object_store_case.env.values():
         assert value not in repr(ds) or value in ("true", "devstoreaccount1")
+
+
+def test_items_are_transformed_as_they_arrive(http_server):
+    in_flight_during_transform = []
+
+    def transform(index, body):
+        if index == 0:
+            in_flight_during_transform.append(http_server.in_flight)
+        return body
+
+    ds = HttpDataset([http_server.item_url(0), http_server.item_url(1, delay=3)])
+    assert list(PyDataloader(ds, batch_size=2, item_concurrency=2, transform=transform)) == [
+        [item_body(0), item_body(1)]
+    ]
+    assert in_flight_during_transform == [1]  # item 1 was still being served
