@@ -446,6 +446,14 @@ class HttpTestServer(_Urls):
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await server.wait_closed()
+            # A connection accepted while the server was closing arrives after the aborts
+            # above: abort it too, and let the loop close its socket before the loop ends.
+            for _ in range(10):
+                await asyncio.sleep(0)
+                if not self._connections:
+                    break
+                for conn in list(self._connections):
+                    conn.abort()
 
     # ----------------------------------------------------------------- requests
 
