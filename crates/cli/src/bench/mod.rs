@@ -108,5 +108,6 @@ where
         seconds: best.as_secs_f64(),
         bytes,
         first_batch_seconds: first_batch.unwrap_or_default().as_secs_f64(),
+        stats: Some(loader.stats()),
     })
 }

@@ -18,6 +18,28 @@ pub struct Measurement {
     pub bytes: u64,
     /// The first batch of the first epoch, in seconds from its start.
     pub first_batch_seconds: f64,
+    /// The loader's live counters over all the epochs run.
+    pub stats: Option<dlrs_core::StatsSnapshot>,
+}
+
+/// The loader's counters as one line: batches, items, waiting, load latency.
+fn stats_line(m: &Measurement) -> Option<String> {
+    let s = m.stats.as_ref()?;
+    let ms = |d: Option<std::time::Duration>| {
+        d.map_or("-".to_owned(), |d| {
+            format!("{:.3} ms", d.as_secs_f64() * 1e3)
+        })
+    };
+    Some(format!(
+        "{}: {} batches ({} failed), {} items, consumer waited {:.1} ms, batch load p50 {} p99 {}\n",
+        m.workload,
+        s.batches,
+        s.failed_batches,
+        s.items,
+        s.wait.as_secs_f64() * 1e3,
+        ms(s.load_p50),
+        ms(s.load_p99),
+    ))
 }
 
 impl Measurement {
@@ -98,6 +120,11 @@ pub fn table(results: &[Measurement]) -> String {
     for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
+    for m in results {
+        if let Some(s) = stats_line(m) {
+            out.push_str(&s);
+        }
+    }
     out
 }
 
@@ -117,6 +144,14 @@ pub fn json(results: &[Measurement]) -> String {
                 "bytes": m.bytes,
                 "mib_per_second": m.mib_per_second(),
                 "first_batch_seconds": m.first_batch_seconds,
+                "stats": m.stats.as_ref().map(|s| json!({
+                    "batches": s.batches,
+                    "items": s.items,
+                    "failed_batches": s.failed_batches,
+                    "wait_seconds": s.wait.as_secs_f64(),
+                    "load_p50_seconds": s.load_p50.map(|d| d.as_secs_f64()),
+                    "load_p99_seconds": s.load_p99.map(|d| d.as_secs_f64()),
+                })),
             })
         })
         .collect();
@@ -137,6 +172,7 @@ mod tests {
             seconds: 0.5,
             bytes: 2048 << 16,
             first_batch_seconds: 0.012,
+            stats: None,
         }
     }
 

@@ -306,6 +306,13 @@ mod tests {
             assert_eq!(m.bytes, bytes, "{workload:?}");
             assert!(m.seconds > 0.0 && m.first_batch_seconds > 0.0);
             assert!(m.first_batch_seconds <= m.seconds * 2.0 + 1.0);
+            // The live stats count exactly: 2 epochs of 100 items in batches of 16 (7 batches).
+            let stats = m.stats.as_ref().expect("the loader's stats are reported");
+            assert_eq!(
+                (stats.batches, stats.items, stats.failed_batches),
+                (14, 200, 0)
+            );
+            assert!(stats.load_p50.is_some());
         }
     }
 
