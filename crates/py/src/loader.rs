@@ -202,28 +202,21 @@ impl Loader {
             seed,
         };
         let dataset = rust_dataset(dataset)?;
-        let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
-        let stage = Stage::new(
-            Pipeline::from_py(transform, collate_fn, return_indices),
-            common.transform_threads(),
-        );
-        let transform_threads = stage.threads();
-        let source = AnySource::Rust(RustSource {
-            dataset,
-            runtime: Arc::new(runtime),
-            item_concurrency: item_concurrency.max(1),
-            stage,
-        });
-        let inner =
-            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
-        Ok(Self {
-            inner,
-            shuffle: common.shuffle(),
-            transform_threads,
-            event_loop: None,
-            run: Arc::default(),
-            skipper: Arc::default(),
-        })
+        let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
+        Self::over_futures(
+            &common,
+            runtime_threads,
+            pipeline,
+            None,
+            |runtime, stage| {
+                AnySource::Rust(RustSource {
+                    dataset,
+                    runtime,
+                    item_concurrency: item_concurrency.max(1),
+                    stage,
+                })
+            },
+        )
     }
 
     /// A loader over a `PyAsyncDataset` whose coroutines run on `event_loop` (an
@@ -261,35 +254,28 @@ impl Loader {
             shuffle,
             seed,
         };
-        let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
-        let stage = Stage::new(
-            Pipeline::from_py(transform, collate_fn, return_indices),
-            common.transform_threads(),
-        );
-        let transform_threads = stage.threads();
         let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
-        let source = AnySource::Async(AsyncSource {
-            event_loop,
-            getitem,
-            getitems: if item_concurrency <= 1 {
-                getitems
-            } else {
-                None
+        let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
+        Self::over_futures(
+            &common,
+            runtime_threads,
+            pipeline,
+            Some(guard),
+            |runtime, stage| {
+                AnySource::Async(AsyncSource {
+                    event_loop,
+                    getitem,
+                    getitems: if item_concurrency <= 1 {
+                        getitems
+                    } else {
+                        None
+                    },
+                    item_concurrency: item_concurrency.max(1),
+                    runtime,
+                    stage,
+                })
             },
-            item_concurrency: item_concurrency.max(1),
-            runtime: Arc::new(runtime),
-            stage,
-        });
-        let inner =
-            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
-        Ok(Self {
-            inner,
-            shuffle: common.shuffle(),
-            transform_threads,
-            event_loop: Some(guard),
-            run: Arc::default(),
-            skipper: Arc::default(),
-        })
+        )
     }
 
     /// The threads of the transform pool of an async or Rust dataset (0 for a Python dataset,
@@ -410,6 +396,31 @@ impl Loader {
 }
 
 impl Loader {
+    /// The set-up shared by the Rust and async datasets: their tokio runtime, the transform
+    /// pool, and a core loader over the source `make` builds from them.
+    fn over_futures(
+        common: &Common,
+        runtime_threads: Option<usize>,
+        pipeline: Pipeline,
+        event_loop: Option<Arc<CloseOnDrop>>,
+        make: impl FnOnce(Arc<Runtime>, Stage) -> AnySource,
+    ) -> PyResult<Self> {
+        let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
+        let stage = Stage::new(pipeline, common.transform_threads());
+        let transform_threads = stage.threads();
+        let source = make(Arc::new(runtime), stage);
+        let inner =
+            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+        Ok(Self {
+            inner,
+            shuffle: common.shuffle(),
+            transform_threads,
+            event_loop,
+            run: Arc::default(),
+            skipper: Arc::default(),
+        })
+    }
+
     fn start(&self, order: Order, number: u64) -> BatchIterator {
         let config = *self.inner.config();
         let order = self.run.shard(order, config.drop_last);
