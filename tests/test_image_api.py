@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import inspect
 import io
 import subprocess
 import sys
@@ -104,6 +105,27 @@ def test_every_transform_is_a_frozen_transform():
 )
 def test_repr(transform, text):
     assert repr(transform) == text
+
+
+@pytest.mark.parametrize(
+    ("cls", "required"),
+    [
+        (T.Decode, ()),
+        (T.Pad, (2,)),
+        (T.PadTo, (8, 6)),
+        (T.Resize, (10,)),
+        (T.Rotate90, ()),
+        (T.ToFloat, ()),
+        (ImageCollator, ()),
+    ],
+)
+def test_signature_shows_the_real_defaults(cls, required):
+    # The defaults the signature shows (and _native.pyi repeats; stubtest compares the two) are
+    # those an omitted argument gets: passing them explicitly changes nothing.
+    params = inspect.signature(cls).parameters.values()
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    assert defaults
+    assert repr(cls(*required, **defaults)) == repr(cls(*required))
 
 
 @pytest.mark.parametrize(

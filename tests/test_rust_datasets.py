@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import errno
+import inspect
 import json
 import os
 import pathlib
@@ -354,6 +355,26 @@ def test_http_dataset_defaults_and_repr():
     assert "sig" not in text
     assert "timeout=None" in text
     assert len(HttpDataset([])) == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "args"),
+    [
+        (HttpDataset, (["http://127.0.0.1:9/a"],)),
+        (HttpDataset.from_template, ("http://127.0.0.1:9/{name}", {"name": ["a"]})),
+        (FileDataset, (["/x/a"],)),
+        (FileDataset.from_template, ("/x/{name}", {"name": ["a"]})),
+        (ObjectStoreDataset, ("file:///tmp", ["a"])),
+        (ObjectStoreDataset.from_template, ("file:///tmp", "{name}", {"name": ["a"]})),
+    ],
+)
+def test_signature_shows_the_real_defaults(make, args):
+    # The keyword defaults the signature shows (and _native.pyi repeats; stubtest compares the
+    # two) are those an omitted argument gets: passing them explicitly changes nothing.
+    params = inspect.signature(make).parameters.values()
+    defaults = {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert {"timeout", "retries", "max_bytes"} <= defaults.keys()
+    assert repr(make(*args, **defaults)) == repr(make(*args))
 
 
 def test_rust_datasets_are_frozen_and_not_subclassable():

@@ -2,11 +2,44 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias, final
 
+from typing_extensions import disjoint_base
+
 from dataloader_rs._aio import EventLoop
 from dataloader_rs._errors import Failure
 
 _Column: TypeAlias = Sequence[int] | Sequence[str] | Any  # or a numpy array of ints or strs
 _Path: TypeAlias = str | os.PathLike[str]
+
+__all__ = [
+    "BatchIterator",
+    "CenterCrop",
+    "Compose",
+    "Crop",
+    "Decode",
+    "FileDataset",
+    "HFlip",
+    "HttpDataset",
+    "Image",
+    "ImageBatch",
+    "ImageCollator",
+    "Loader",
+    "Normalize",
+    "ObjectStoreDataset",
+    "Pad",
+    "PadTo",
+    "Resize",
+    "Rotate90",
+    "ToChw",
+    "ToFloat",
+    "ToGray",
+    "ToHwc",
+    "ToRgb",
+    "ToRgba",
+    "Transform",
+    "VFlip",
+    "__version__",
+    "cli_main",
+]
 
 __version__: str
 
@@ -70,12 +103,12 @@ class Loader:
     def seed(self) -> int | None: ...
     @property
     def epoch(self) -> int: ...
-    def num_batches(self, len: int, /) -> int: ...
-    def epoch_over(self, len: int, /) -> BatchIterator: ...
-    def epoch_from_sampler(self, sampler: Iterable[int], /) -> BatchIterator: ...
-    def set_shard(self, rank: int, world_size: int, /) -> None: ...
-    def set_epoch(self, epoch: int, /) -> None: ...
-    def resume(self, epoch: int, position: int, /) -> None: ...
+    def num_batches(self, len: int) -> int: ...
+    def epoch_over(self, len: int) -> BatchIterator: ...
+    def epoch_from_sampler(self, sampler: Iterable[int]) -> BatchIterator: ...
+    def set_shard(self, rank: int, world_size: int) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def resume(self, epoch: int, position: int) -> None: ...
     def progress(self) -> tuple[int, int, int, bool]: ...
     def set_max_failures(self, count: int | None = None, fraction: float | None = None) -> None: ...
     def failures(self) -> list[Failure]: ...
@@ -258,6 +291,7 @@ class ImageCollator:
     def pooled(self) -> int: ...
     def __call__(self, items: Iterable[Image] | Iterable[tuple[Image, Any]], /) -> Any: ...
 
+@disjoint_base
 class Transform:
     def __call__(self, obj: _Encoded | Image | Any, /) -> Image: ...
 

@@ -183,7 +183,12 @@ fn dtype_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Dtype>> {
 #[pymethods]
 impl ImageCollator {
     #[new]
-    #[pyo3(signature = (layout = None, dtype = None, buffers = None))]
+    // None: not given (the arguments are read with messages of their own); the text signature
+    // shows the defaults, as `_native.pyi` does.
+    #[pyo3(
+        signature = (layout = None, dtype = None, buffers = None),
+        text_signature = "(layout=\"NCHW\", dtype=None, buffers=0)"
+    )]
     fn new(
         layout: Option<&Bound<'_, PyAny>>,
         dtype: Option<&Bound<'_, PyAny>>,

@@ -245,6 +245,12 @@ pub fn item_into_py(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
 }
 
 // ----- the classes -----
+//
+// An optional argument is taken as `Option<&PyAny>` and read by the `*_arg` helpers above, whose
+// messages name the class and the argument; `None` in `signature` means "not given". The
+// `text_signature` beside it shows the default an omitted argument stands for, as
+// `_native.pyi` does (stubtest compares the two; tests/test_image_api.py checks that passing
+// those defaults changes nothing).
 
 /// The base class of the Rust transforms: `t(obj)` applies it, the interpreter released.
 #[pyclass(
@@ -297,7 +303,10 @@ pub struct Decode;
 #[pymethods]
 impl Decode {
     #[new]
-    #[pyo3(signature = (max_width = None, max_height = None, max_alloc = None))]
+    #[pyo3(
+        signature = (max_width = None, max_height = None, max_alloc = None),
+        text_signature = "(max_width=16384, max_height=16384, max_alloc=268435456)"
+    )]
     fn new(
         max_width: Option<&Bound<'_, PyAny>>,
         max_height: Option<&Bound<'_, PyAny>>,
@@ -402,7 +411,10 @@ pub struct Pad;
 #[pymethods]
 impl Pad {
     #[new]
-    #[pyo3(signature = (padding, fill = None, padding_mode = None))]
+    #[pyo3(
+        signature = (padding, fill = None, padding_mode = None),
+        text_signature = "(padding, fill=0, padding_mode=\"constant\")"
+    )]
     fn new(
         padding: &Bound<'_, PyAny>,
         fill: Option<&Bound<'_, PyAny>>,
@@ -451,7 +463,10 @@ pub struct PadTo;
 #[pymethods]
 impl PadTo {
     #[new]
-    #[pyo3(signature = (width, height, fill = None, anchor = None))]
+    #[pyo3(
+        signature = (width, height, fill = None, anchor = None),
+        text_signature = "(width, height, fill=0, anchor=\"top_left\")"
+    )]
     fn new(
         width: &Bound<'_, PyAny>,
         height: &Bound<'_, PyAny>,
@@ -480,7 +495,10 @@ pub struct Resize;
 #[pymethods]
 impl Resize {
     #[new]
-    #[pyo3(signature = (size, interpolation = None, max_size = None, antialias = None))]
+    #[pyo3(
+        signature = (size, interpolation = None, max_size = None, antialias = None),
+        text_signature = "(size, interpolation=\"bilinear\", max_size=None, antialias=True)"
+    )]
     fn new(
         size: &Bound<'_, PyAny>,
         interpolation: Option<&Bound<'_, PyAny>>,
@@ -523,7 +541,7 @@ pub struct Rotate90;
 #[pymethods]
 impl Rotate90 {
     #[new]
-    #[pyo3(signature = (k = None))]
+    #[pyo3(signature = (k = None), text_signature = "(k=1)")]
     fn new(k: Option<&Bound<'_, PyAny>>) -> Init<Self> {
         let k = k.map_or(Ok(1), |k| int_arg("Rotate90", "k", k, i64::MIN, None))?;
         Ok((
@@ -540,7 +558,7 @@ pub struct ToFloat;
 #[pymethods]
 impl ToFloat {
     #[new]
-    #[pyo3(signature = (scale = None))]
+    #[pyo3(signature = (scale = None), text_signature = "(scale=True)")]
     fn new(scale: Option<&Bound<'_, PyAny>>) -> Init<Self> {
         let scale = scale.map_or(Ok(true), |s| bool_arg("ToFloat", "scale", s))?;
         let repr = format!("ToFloat(scale={})", if scale { "True" } else { "False" });

@@ -90,6 +90,11 @@ fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
+// The constructors read `retries` and `max_bytes` with `args` (messages of their own; `None`
+// means "not given", and the default depends on the dataset), so each `text_signature` shows
+// the defaults, as `_native.pyi` does; stubtest compares the two, and
+// tests/test_rust_datasets.py checks that passing those defaults changes nothing.
+
 /// Item i is the body of a GET request to `urls[i]` (or to the URL a template makes).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "HttpDataset")]
 pub struct HttpDataset {
@@ -137,10 +142,14 @@ impl HttpDataset {
 #[pymethods]
 impl HttpDataset {
     #[new]
-    #[pyo3(signature = (
-        urls, *, headers=None, timeout=Some(30.0), connect_timeout=Some(10.0), retries=None,
-        backoff=0.1, max_backoff=5.0, max_bytes=None
-    ))]
+    #[pyo3(
+        signature = (
+            urls, *, headers=None, timeout=Some(30.0), connect_timeout=Some(10.0), retries=None,
+            backoff=0.1, max_backoff=5.0, max_bytes=None
+        ),
+        text_signature = "(urls, *, headers=None, timeout=30.0, connect_timeout=10.0, retries=3, \
+                          backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -179,10 +188,15 @@ impl HttpDataset {
 
     /// A dataset of the URLs made from `template` with the values of `columns` (and `{index}`).
     #[classmethod]
-    #[pyo3(signature = (
-        template, columns=None, *, length=None, headers=None, timeout=Some(30.0),
-        connect_timeout=Some(10.0), retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
-    ))]
+    #[pyo3(
+        signature = (
+            template, columns=None, *, length=None, headers=None, timeout=Some(30.0),
+            connect_timeout=Some(10.0), retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
+        ),
+        text_signature = "($cls, template, columns=None, *, length=None, headers=None, \
+                          timeout=30.0, connect_timeout=10.0, retries=3, backoff=0.1, \
+                          max_backoff=5.0, max_bytes=67108864)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn from_template(
         _cls: &Bound<'_, PyType>,
@@ -265,9 +279,13 @@ impl FileDataset {
 #[pymethods]
 impl FileDataset {
     #[new]
-    #[pyo3(signature = (
-        paths, *, timeout=None, retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
-    ))]
+    #[pyo3(
+        signature = (
+            paths, *, timeout=None, retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
+        ),
+        text_signature = "(paths, *, timeout=None, retries=0, backoff=0.1, max_backoff=5.0, \
+                          max_bytes=67108864)"
+    )]
     fn new(
         py: Python<'_>,
         paths: &Bound<'_, PyAny>,
@@ -296,10 +314,14 @@ impl FileDataset {
 
     /// A dataset of the paths made from `template` with the values of `columns` (and `{index}`).
     #[classmethod]
-    #[pyo3(signature = (
-        template, columns=None, *, length=None, timeout=None, retries=None, backoff=0.1,
-        max_backoff=5.0, max_bytes=None
-    ))]
+    #[pyo3(
+        signature = (
+            template, columns=None, *, length=None, timeout=None, retries=None, backoff=0.1,
+            max_backoff=5.0, max_bytes=None
+        ),
+        text_signature = "($cls, template, columns=None, *, length=None, timeout=None, \
+                          retries=0, backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn from_template(
         _cls: &Bound<'_, PyType>,
@@ -391,10 +413,14 @@ impl ObjectStoreDataset {
 #[pymethods]
 impl ObjectStoreDataset {
     #[new]
-    #[pyo3(signature = (
-        url, keys, *, options=None, timeout=None, retries=None, backoff=0.1, max_backoff=5.0,
-        max_bytes=None
-    ))]
+    #[pyo3(
+        signature = (
+            url, keys, *, options=None, timeout=None, retries=None, backoff=0.1, max_backoff=5.0,
+            max_bytes=None
+        ),
+        text_signature = "(url, keys, *, options=None, timeout=None, retries=3, backoff=0.1, \
+                          max_backoff=5.0, max_bytes=67108864)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -423,10 +449,15 @@ impl ObjectStoreDataset {
 
     /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`.
     #[classmethod]
-    #[pyo3(signature = (
-        url, template, columns=None, *, length=None, options=None, timeout=None, retries=None,
-        backoff=0.1, max_backoff=5.0, max_bytes=None
-    ))]
+    #[pyo3(
+        signature = (
+            url, template, columns=None, *, length=None, options=None, timeout=None, retries=None,
+            backoff=0.1, max_backoff=5.0, max_bytes=None
+        ),
+        text_signature = "($cls, url, template, columns=None, *, length=None, options=None, \
+                          timeout=None, retries=3, backoff=0.1, max_backoff=5.0, \
+                          max_bytes=67108864)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn from_template(
         _cls: &Bound<'_, PyType>,
