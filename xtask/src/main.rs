@@ -1,7 +1,8 @@
 //! Repeatable chores of the workspace: `cargo xtask <command>`.
 //!
-//! - `ci`: everything CI checks, in order: Rust lints and tests, the Python package built into a
-//!   venv, ruff, pytest; then the same pytest suite on free-threaded CPython 3.13t.
+//! - `ci`: everything CI checks, in order: Rust lints and tests, ruff and mypy, the Python
+//!   package built into a venv, stubtest (the stubs against the built extension), pytest; then the
+//!   same pytest suite on free-threaded CPython 3.13t.
 //! - `test`: cargo tests, then the Python package and pytest (no lints, no 3.13t).
 //! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
 //! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
@@ -77,6 +78,19 @@ fn develop(python: &Path, release: bool) -> Result<()> {
         .args(if release { &["--release"][..] } else { &[][..] })
         .env("VIRTUAL_ENV", venv)
         .env_remove("CONDA_PREFIX"))
+}
+
+/// The stubs (`_native.pyi`) and the package's annotations against the extension as built: every
+/// signature, default and name must match; `python/stubtest-allowlist.txt` holds only what
+/// stubtest cannot judge, each entry with its reason.
+fn stubtest(python: &Path) -> Result<()> {
+    run(Command::new(python).args([
+        "-m",
+        "mypy.stubtest",
+        "dataloader_rs",
+        "--allowlist",
+        "python/stubtest-allowlist.txt",
+    ]))
 }
 
 fn pytest(python: &Path, extra: &[String]) -> Result<()> {
@@ -191,6 +205,7 @@ fn main() -> Result<()> {
             let python = venv()?;
             ruff(&python)?;
             develop(&python, false)?;
+            stubtest(&python)?;
             pytest(&python, rest)?;
             python_ft(rest)
         }
