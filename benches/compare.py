@@ -161,6 +161,7 @@ def main() -> None:
         "platform": platform.platform(),
         "torch": None if torch is None else torch.__version__,
         "date": time.strftime("%Y-%m-%d"),
+        "load_average": os.getloadavg()[0],
     }
     if args.json:
         print(json.dumps({"machine": machine, "rows": rows, "ratios": ratios(rows)}, indent=2))

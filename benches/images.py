@@ -7,7 +7,7 @@ normalised, CHW, in batches of 64 on 2 workers.
 
 Also the decode throughput of one core: Decode() against Pillow's Image.open + convert("RGB").
 
-    python benches/images.py [--tiles 1024] [--epochs 5] [--workers 2]
+    python benches/images.py [--tiles 1024] [--epochs 5] [--workers 2] [--json]
 
 
 Needs torch, numpy and Pillow (pip install -e .[bench] pillow). Build the extension with
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import platform
 import statistics
@@ -160,6 +161,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args()
 
     import torch
@@ -203,6 +205,46 @@ def main() -> None:
     load_after = os.getloadavg()
 
     torch_best = rows[-1][1][0]
+    if args.json:
+        machine = {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "torch": torch.__version__,
+            "pillow": PILImage.__version__,
+            "numpy": np.__version__,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "load_average_before": load_before[0],
+            "load_average_after": load_after[0],
+        }
+        workload = {
+            "tiles": n,
+            "side": SIDE,
+            "kib_per_tile": size / 1024,
+            "batch_size": bs,
+            "workers": w,
+            "epochs": args.epochs,
+        }
+        loaders = [
+            {
+                "loader": name,
+                "best_items_per_s": best,
+                "median_items_per_s": median,
+                "first_batch_s": first,
+                "vs_torch": best / torch_best,
+            }
+            for name, (best, median, first) in rows
+        ]
+        one_core = [
+            {"step": "decode to uint8 RGB", "ours_items_per_s": dec_ours, "baseline_items_per_s": dec_pil},
+            {
+                "step": "decode to normalised float32 CHW",
+                "ours_items_per_s": chain_ours,
+                "baseline_items_per_s": chain_np,
+            },
+        ]
+        out = {"machine": machine, "workload": workload, "rows": loaders, "one_core": one_core}
+        print(json.dumps(out, indent=2))
+        return
     print(f"# {args.tiles} PNG tiles {SIDE}x{SIDE} RGB, {size / 1024:.1f} KiB each; batches of {bs}, {w} workers")
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
