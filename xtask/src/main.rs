@@ -7,13 +7,15 @@
 //! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
 //! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
 //! - `demo`: install the package from the checkout and run the quick start on generated data.
-//! - `bench [names]`: the benchmarks (Python harnesses against torch, criterion).
+//! - `bench [--save] [names]`: the benchmarks (Python harnesses against torch, criterion); with
+//!   `--save`, their JSON in `benches/results/` and the figures of BENCH.md drawn from it.
+//! - `bench plot`: the figures (`docs/bench/*.png`) drawn again from `benches/results/`.
 //! - `fuzz [seconds]`: every decoder's cargo-fuzz target for a bounded time (not in CI).
 
 mod tidy;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
@@ -36,6 +38,22 @@ fn run(cmd: &mut Command) -> Result<()> {
         bail!("{cmd:?} failed: {status}");
     }
     Ok(())
+}
+
+/// Runs `cmd` (in the workspace root unless told otherwise) and writes its stdout to `path`.
+fn run_to_file(cmd: &mut Command, path: &Path) -> Result<()> {
+    eprintln!("xtask: {cmd:?} > {}", path.display());
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not start {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", out.status);
+    }
+    std::fs::write(path, out.stdout).with_context(|| format!("could not write {}", path.display()))
 }
 
 fn cargo(args: &[&str]) -> Result<()> {
@@ -155,9 +173,31 @@ fn fuzz(rest: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// The benchmarks, each side by side with its baseline: `cargo xtask bench [name ...]` with names
-/// from `overhead http images scaling memory criterion` (all by default).
-fn bench(names: &[String]) -> Result<()> {
+/// The venv of the benchmarks: the test venv and `benches/requirements.txt` (matplotlib).
+fn bench_venv() -> Result<PathBuf> {
+    let python = venv()?;
+    run(Command::new(&python).args([
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "-r",
+        "benches/requirements.txt",
+    ]))?;
+    Ok(python)
+}
+
+/// Draws the figures of BENCH.md (`docs/bench/*.png`) from the JSON in `benches/results/`.
+fn plot(python: &Path) -> Result<()> {
+    run(Command::new(python).arg("benches/plot.py"))
+}
+
+/// The benchmarks, each side by side with its baseline: `cargo xtask bench [--save] [name ...]`
+/// with names from `overhead http images scaling memory criterion` (all by default). With
+/// `--save`, each Python harness prints JSON into `benches/results/<name>.json` (scaling also
+/// into `scaling-ft.json` on free-threaded 3.13t when `.venv-ft` exists), and the figures are
+/// drawn from the results. `cargo xtask bench plot` only draws them.
+fn bench(args: &[String]) -> Result<()> {
     const ALL: [&str; 6] = [
         "overhead",
         "http",
@@ -166,6 +206,11 @@ fn bench(names: &[String]) -> Result<()> {
         "memory",
         "criterion",
     ];
+    if args.first().map(String::as_str) == Some("plot") {
+        return plot(&bench_venv()?);
+    }
+    let save = args.first().map(String::as_str) == Some("--save");
+    let names = if save { &args[1..] } else { args };
     let names: Vec<&str> = if names.is_empty() {
         ALL.to_vec()
     } else {
@@ -174,8 +219,12 @@ fn bench(names: &[String]) -> Result<()> {
     if let Some(bad) = names.iter().find(|n| !ALL.contains(n)) {
         bail!("unknown benchmark {bad}: choose from {}", ALL.join(" "));
     }
-    let python = venv()?;
+    let python = bench_venv()?;
     develop(&python, true)?;
+    let results = root().join("benches/results");
+    if save {
+        std::fs::create_dir_all(&results)?;
+    }
     for name in names {
         let script = match name {
             "overhead" => "benches/compare.py",
@@ -188,7 +237,21 @@ fn bench(names: &[String]) -> Result<()> {
                 continue;
             }
         };
-        run(Command::new(&python).arg(script))?;
+        if !save {
+            run(Command::new(&python).arg(script))?;
+            continue;
+        }
+        let json = results.join(format!("{name}.json"));
+        run_to_file(Command::new(&python).args([script, "--json"]), &json)?;
+        let ft = root().join(".venv-ft/bin/python");
+        if name == "scaling" && ft.exists() {
+            develop(&ft, true)?;
+            let json = results.join("scaling-ft.json");
+            run_to_file(Command::new(&ft).args([script, "--json"]), &json)?;
+        }
+    }
+    if save {
+        plot(&python)?;
     }
     Ok(())
 }
