@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import _thread
+import gc
 import os
 import pickle
 import sys
 import threading
 import time
 import warnings
+import weakref
 
 import pytest
 
@@ -253,3 +255,59 @@ def test_deep_recursion_in_getitem_on_a_worker_thread():
         assert list(loader) == [[4000], [4001]]
     finally:
         sys.setrecursionlimit(old)
+
+
+class Table:
+    """A per-thread table (anything weak-referenceable)."""
+
+
+class PerThreadTable(PyDataset):
+    """Builds a table once per thread, in a threading.local, as the spec advises."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.local = threading.local()
+        self.builds: list[int] = []
+        self.tables: list[weakref.ref[Table]] = []
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        if getattr(self.local, "table", None) is None:
+            table = self.local.table = Table()
+            with self.lock:
+                self.builds.append(threading.get_native_id())
+                self.tables.append(weakref.ref(table))
+        return index
+
+
+@pytest.mark.parametrize(("workers", "k"), [(1, 1), (2, 1), (2, 3)])
+def test_threading_local_values_live_as_long_as_the_worker_thread(workers, k):
+    # Each loader thread builds its table once, however many batches (and interpreter
+    # hand-overs) it serves, across epochs. Threads are told apart by their native id (a
+    # pthread id, threading.get_ident, may be reused by a later thread).
+    ds = PerThreadTable(640)
+    loader = PyDataloader(ds, batch_size=8, num_workers=workers, item_concurrency=k)
+    for _ in range(3):
+        assert [i for b in loader for i in b] == list(range(640))
+    assert ds.builds
+    assert len(ds.builds) == len(set(ds.builds)), "a thread rebuilt its threading.local table"
+    assert threading.get_native_id() not in ds.builds
+
+
+def test_threading_local_values_are_freed_when_the_loader_threads_end():
+    ds = PerThreadTable(64)
+    loader = PyDataloader(ds, batch_size=8, num_workers=2)
+    assert len(list(loader)) == 8
+    assert ds.tables
+    del loader
+    gc.collect()
+    # The pool's threads end once the loader is gone, and each deletes its thread state (and
+    # so its threading.local values) as it exits.
+    deadline = time.monotonic() + 30
+    while any(t() is not None for t in ds.tables) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [t() for t in ds.tables] == [None] * len(ds.tables)

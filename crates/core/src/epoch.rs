@@ -329,20 +329,19 @@ impl<S: Source> Drop for Epoch<S> {
 enum Claim {
     /// This batch is its to load.
     Got(u64),
-    /// The ring is full (only when asked not to wait).
+    /// The ring is full.
     Full,
     /// The epoch is over or abandoned.
     Stop,
 }
 
 /// Stores the batch a worker finished (waking the consumer if it waits for that one), then
-/// claims the next batch, waiting for room in the ring only when `may_wait`.
+/// claims the next batch if the ring has room for it.
 fn store_and_claim<S: Source>(
     shared: &Shared<S>,
     ctx: &BatchCtx,
     done: &mut Option<Finished<S>>,
     num_batches: u64,
-    may_wait: bool,
 ) -> Claim {
     let mut ring = lock(&shared.ring);
     if let Some((b, outcome)) = done.take() {
@@ -352,18 +351,28 @@ fn store_and_claim<S: Source>(
             shared.ready.notify_one();
         }
     }
+    if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
+        return Claim::Stop;
+    }
+    if ring.next_claim < ring.next_deliver + shared.capacity {
+        let b = ring.next_claim;
+        ring.next_claim += 1;
+        ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
+        return Claim::Got(b);
+    }
+    Claim::Full
+}
+
+/// Waits until the ring has room for another batch; false when the epoch is over or abandoned.
+/// Claims nothing: another worker may take the room first.
+fn wait_for_room<S: Source>(shared: &Shared<S>, ctx: &BatchCtx, num_batches: u64) -> bool {
+    let mut ring = lock(&shared.ring);
     loop {
         if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
-            return Claim::Stop;
+            return false;
         }
         if ring.next_claim < ring.next_deliver + shared.capacity {
-            let b = ring.next_claim;
-            ring.next_claim += 1;
-            ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
-            return Claim::Got(b);
-        }
-        if !may_wait {
-            return Claim::Full;
+            return true;
         }
         ring.workers_waiting += 1;
         ring = wait(&shared.space, ring);
@@ -371,10 +380,13 @@ fn store_and_claim<S: Source>(
     }
 }
 
-/// A worker: claims the next batch the ring has room for, loads it, puts it in its slot.
+/// A worker: waits for room in the ring, then enters a [`Source::session`] and loads every
+/// batch it can claim, back to back, storing each in its slot.
 ///
-/// Batches that can be claimed at once are loaded in one [`Source::session`] (one attachment to
-/// an interpreter, say); the worker leaves the session before it waits for room in the ring.
+/// Batches are claimed inside the session, not before it: a source whose session waits for
+/// something shared (an interpreter lock) never holds a claimed batch while it waits, so the
+/// batch the consumer needs next is never stuck behind a worker that cannot run. The worker
+/// leaves the session when the ring is full, before it waits for room.
 fn run_worker<S: Source>(
     shared: &Shared<S>,
     source: &S,
@@ -384,23 +396,19 @@ fn run_worker<S: Source>(
 ) {
     let mut indices = Vec::new();
     let mut done: Option<Finished<S>> = None;
-    loop {
-        let Claim::Got(first) = store_and_claim(shared, &ctx, &mut done, num_batches, true) else {
-            return;
-        };
+    while wait_for_room(shared, &ctx, num_batches) {
         let over = source.session(|| {
-            let mut b = first;
             loop {
+                let b = match store_and_claim(shared, &ctx, &mut done, num_batches) {
+                    Claim::Got(b) => b,
+                    Claim::Full => return false,
+                    Claim::Stop => return true,
+                };
                 plan.fill_batch(b, &mut indices);
                 ctx.batch = b;
                 let t = Instant::now();
                 done = Some((b, load(source, &indices, &ctx)));
                 shared.stats.load.record(t.elapsed());
-                match store_and_claim(shared, &ctx, &mut done, num_batches, false) {
-                    Claim::Got(next) => b = next,
-                    Claim::Full => return false,
-                    Claim::Stop => return true,
-                }
             }
         });
         if over {

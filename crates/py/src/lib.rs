@@ -5,6 +5,7 @@
 //! - [`pipeline`]: what happens to each item after its fetch: transform, collation.
 //! - [`run`]: sharding, resume progress and skipped samples, kept across epochs.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
+//! - [`attach`]: the loader's threads attach to the interpreter keeping one thread state each.
 //! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
 //!   and Rust datasets.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
@@ -16,6 +17,7 @@
 
 use pyo3::prelude::*;
 
+pub mod attach;
 pub mod batch;
 pub mod cli;
 pub mod datasets;
@@ -39,5 +41,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
+    let exiting = wrap_pyfunction!(attach::interpreter_exiting, m)?;
+    m.py()
+        .import("atexit")?
+        .call_method1("register", (exiting,))?;
     Ok(())
 }

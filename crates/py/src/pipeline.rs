@@ -91,7 +91,7 @@ impl Pipeline {
         collate_fn: Option<Py<PyAny>>,
         return_indices: bool,
     ) -> Self {
-        Python::attach(|py| {
+        crate::attach::attach(|py| {
             let transform = transform.map(|t| match native_transform(t.bind(py)) {
                 Some(native) => ItemTransform::Native(native),
                 None => ItemTransform::Python(t),
@@ -139,7 +139,7 @@ impl Pipeline {
     pub fn transform_detached(&self, index: u64, sample: Sample) -> PyResult<Sample> {
         match &self.transform {
             None => Ok(sample),
-            Some(ItemTransform::Python(f)) => Python::attach(|py| {
+            Some(ItemTransform::Python(f)) => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
                 Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
             }),
@@ -147,7 +147,7 @@ impl Pipeline {
                 let item = match sample {
                     Sample::Bytes(b) => Item::Bytes(b),
                     Sample::Native(item) => item,
-                    Sample::Py(obj) => Python::attach(|py| item_from_py(obj.bind(py)))?,
+                    Sample::Py(obj) => crate::attach::attach(|py| item_from_py(obj.bind(py)))?,
                 };
                 t.apply(index, item)
                     .map(Sample::Native)
@@ -180,12 +180,12 @@ impl Pipeline {
         {
             let images = native_images(samples)?;
             let batch = c.collate(images).map_err(|e| image_error(&e))?;
-            return Python::attach(|py| {
+            return crate::attach::attach(|py| {
                 let batch = Bound::new(py, ImageBatch::new(batch))?.into_any();
                 self.with_indices(py, batch, indices)
             });
         }
-        Python::attach(|py| {
+        crate::attach::attach(|py| {
             let list = PyList::empty(py);
             for s in samples {
                 list.append(s.into_py(py)?)?;

@@ -149,9 +149,9 @@ impl Source for PySource {
             // is taken per item, and released while this thread waits for the helpers.
             let calls = Arc::clone(&self.calls);
             let items = ctx.map_items(indices, move |i| {
-                Python::attach(|py| calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind)))
+                crate::attach::attach(|py| calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind)))
             })?;
-            return Python::attach(|py| {
+            return crate::attach::attach(|py| {
                 let kept: Vec<u64> = indices
                     .iter()
                     .zip(&items)
@@ -162,7 +162,7 @@ impl Source for PySource {
             })
             .map_err(LoadError::Source);
         }
-        Python::attach(|py| self.calls.batch(py, indices)).map_err(LoadError::Source)
+        crate::attach::attach(|py| self.calls.batch(py, indices)).map_err(LoadError::Source)
     }
 
     /// A worker keeps the interpreter across the batches it can load back to back: under the
@@ -171,7 +171,7 @@ impl Source for PySource {
         if self.item_concurrency > 1 {
             f()
         } else {
-            Python::attach(|_| f())
+            crate::attach::attach(|_| f())
         }
     }
 }

@@ -51,7 +51,7 @@ struct CancelOnDrop(Option<Py<PyAny>>);
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(future) = self.0.take() {
-            Python::attach(|py| {
+            crate::attach::attach(|py| {
                 let _ = future.bind(py).call_method0("cancel");
             });
         }
@@ -78,7 +78,7 @@ pub struct CloseOnDrop(pub Py<PyAny>);
 
 impl Drop for CloseOnDrop {
     fn drop(&mut self) {
-        Python::attach(|py| {
+        crate::attach::attach(|py| {
             let finalizing = py
                 .import("sys")
                 .and_then(|sys| sys.call_method0("is_finalizing"))
@@ -100,7 +100,7 @@ impl AsyncSource {
         ctx: &BatchCtx,
     ) -> Result<Py<PyAny>, LoadError<PyErr>> {
         let (tx, rx) = mpsc::unbounded();
-        let future = Python::attach(|py| {
+        let future = crate::attach::attach(|py| {
             self.event_loop
                 .bind(py)
                 .call_method1(

@@ -1,0 +1,95 @@
+//! Attaching the loader's own threads (workers, item helpers, the I/O runtime) to the
+//! interpreter, with one Python thread state per thread for the thread's whole life.
+//!
+//! `Python::attach` on a thread that has no thread state creates one and, when it detaches,
+//! destroys it again. For a worker that attaches once per run of batches, that would mean a
+//! new thread state every few batches: its cost on every hand-over, and, worse, every
+//! `threading.local` of the dataset emptied between two runs (a per-thread table would be
+//! rebuilt again and again, which is the very thing `threading.local` is there to avoid).
+//!
+//! [`attach`] gives such a thread a thread state of its own on first use and keeps it, detached,
+//! until the thread ends; the thread's exit then deletes it. Once the interpreter has started
+//! to shut down ([`interpreter_exiting`], registered with `atexit`), no thread state is made or
+//! deleted any more: deleting one means taking the interpreter, which a thread must not try
+//! while it finalizes; the few left are reclaimed with the process.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+/// Set once the interpreter runs its `atexit` handlers: from then on, threads neither keep
+/// nor delete thread states.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// The thread state this thread made and keeps (detached), or null when it made none.
+struct Kept(Cell<*mut ffi::PyThreadState>);
+
+impl Kept {
+    fn get_or_make(&self) {
+        if !self.0.get().is_null() || EXITING.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: both calls only read the runtime's state; they are safe at any time after
+        // the interpreter was initialized, which importing this module implies.
+        let has_state = unsafe {
+            ffi::Py_IsInitialized() != 0 && !ffi::PyGILState_GetThisThreadState().is_null()
+        };
+        if has_state {
+            // A thread Python made (or one already attached): Python owns its thread state.
+            return;
+        }
+        // SAFETY: the interpreter is initialized and not exiting (checked above), and this
+        // thread has no thread state, so `PyGILState_Ensure` makes one and attaches it (its
+        // counter at 1). `PyEval_SaveThread` then detaches it without deleting it; the pointer
+        // it returns is that thread state, kept for `drop`. Later `Python::attach` calls find
+        // it (`PyGILState_Ensure` raises the counter to 2 and lowers it back to 1 on release),
+        // so they never make or delete one.
+        let state = unsafe {
+            ffi::PyGILState_Ensure();
+            ffi::PyEval_SaveThread()
+        };
+        self.0.set(state);
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let state = self.0.get();
+        if state.is_null() || EXITING.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: `state` is this thread's own thread state, detached by `get_or_make` and not
+        // used since (every attach after it released it again). The interpreter is initialized
+        // and not exiting (checked above), so restoring it waits for the interpreter like any
+        // attach; `PyGILState_Release` with `PyGILState_UNLOCKED` then brings its counter from
+        // 1 to 0, which clears it, deletes it and releases the interpreter.
+        unsafe {
+            if ffi::Py_IsInitialized() != 0 {
+                ffi::PyEval_RestoreThread(state);
+                ffi::PyGILState_Release(ffi::PyGILState_STATE::PyGILState_UNLOCKED);
+            }
+        }
+        self.0.set(ptr::null_mut());
+    }
+}
+
+thread_local! {
+    static KEPT: Kept = const { Kept(Cell::new(ptr::null_mut())) };
+}
+
+/// `Python::attach` for the loader's threads: the thread keeps its thread state (and so its
+/// `threading.local` values) between calls.
+pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
+    // During the thread's exit (after `KEPT` was dropped) this is a plain attach.
+    let _ = KEPT.try_with(Kept::get_or_make);
+    Python::attach(f)
+}
+
+/// Registered with `atexit` by the module: the interpreter is shutting down.
+#[pyfunction]
+pub fn interpreter_exiting() {
+    EXITING.store(true, Ordering::Release);
+}
