@@ -241,15 +241,10 @@ def http(data: Data) -> Figure:
         f"batches of {meta['batch_size']}",
         pad=16,
     )
-    load = meta.get("loadavg")
+    start, end = meta.get("loadavg_start"), meta.get("loadavg")
+    load = f"load {start[0]:.2f} → {end[0]:.2f}" if start and end else f"load {end[0]:.2f}" if end else None
     return finish(
-        fig,
-        provenance(
-            "http.json",
-            f"Python {meta.get('python')}",
-            f"{meta.get('epochs')} epochs (median)",
-            f"load {load[0]:.2f}" if load else None,
-        ),
+        fig, provenance("http.json", f"Python {meta.get('python')}", f"{meta.get('epochs')} epochs (median)", load)
     )
 
 
