@@ -4,12 +4,18 @@ server that answers each request after 10 ms, batches of 64, a fresh loader per 
     python benches/http_loaders.py            # a table
     python benches/http_loaders.py --json     # JSON
     python benches/http_loaders.py --epochs 5 --only HttpDataset,torch-8
+    python benches/http_loaders.py --dlrs target/release/dlrs
 
 Contenders: HttpDataset (64 requests in flight: num_workers=2, item_concurrency=32), a
 PyAsyncDataset on aiohttp (same settings; left out without aiohttp), a PyDataset on urllib with
 item_concurrency (64 threads), and torch's DataLoader with 8 and 16 worker processes running the
-same urllib dataset (left out without torch). The server runs in a child process
-(tests/servers/http.py's HttpServerProcess), so it does not compete for this process's GIL.
+same urllib dataset (left out without torch).
+
+The server is `dlrs serve` (Rust, one thread, latency timed within tens of microseconds) in a
+child process: --dlrs, else $DLRS_BIN, else the `dlrs` console script beside this interpreter or
+on PATH. Without one that knows `serve`, it falls back to tests/servers/http.py's
+HttpServerProcess (Python, asyncio), which costs about 3x the CPU per request and answers later
+(10.6 ms for 10 ms asked, more under load): on 2 cores it can set the pace instead of the loaders.
 
 The latency bound is 2,048 / 64 * 10 ms = 0.32 s: with 64 requests in flight, an epoch cannot
 take less. Figures are medians over the epochs, after one warm-up epoch.
@@ -21,12 +27,15 @@ import argparse
 import json
 import os
 import platform
+import select
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
@@ -48,6 +57,71 @@ SIZE = 64 * 1024
 BATCH = 64
 DELAY = 0.01
 BOUND = ITEMS / 64 * DELAY  # 0.32 s
+
+
+class DlrsServer:
+    """`dlrs serve --latency-ms <ms>` in a child process; stops when its stdin is closed."""
+
+    def __init__(self, dlrs: str, delay: float) -> None:
+        self.argv = [dlrs, "serve", "--latency-ms", str(delay * 1000)]
+        self.base_url = ""
+        self.summary = ""
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> Self:
+        proc = subprocess.Popen(
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        line = proc.stdout.readline().strip() if ready else ""
+        if not line.startswith("http://"):
+            proc.kill()
+            _, err = proc.communicate()
+            raise RuntimeError(f"{' '.join(self.argv)} did not start: {(line or err).strip()!r}")
+        self.base_url = line
+        self._proc = proc
+        return self
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _, err = proc.communicate(input="", timeout=15)  # closes stdin: the server stops
+            self.summary = err.strip()
+
+    def item_url(self, i: int) -> str:
+        return f"{self.base_url}/bytes/{SIZE}?i={i}"
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class PythonServer(HttpServerProcess):
+    """The fallback: tests/servers/http.py in a child process."""
+
+    summary = ""
+
+    def item_url(self, i: int) -> str:  # type: ignore[override]
+        return super().item_url(i, size=SIZE)
+
+
+def find_dlrs(given: str | None) -> str | None:
+    """The `dlrs` to serve with: given, $DLRS_BIN, beside this interpreter, or on PATH; None if
+    there is none or it has no `serve` subcommand (an older build)."""
+    candidates = [given, os.environ.get("DLRS_BIN"), os.path.join(os.path.dirname(sys.executable), "dlrs"), "dlrs"]
+    for candidate in candidates:
+        path = candidate and shutil.which(candidate)
+        if not path:
+            continue
+        probe = subprocess.run([path, "serve", "--help"], capture_output=True, timeout=60, check=False)
+        if probe.returncode == 0:
+            return path
+        if given:
+            sys.exit(f"{given} has no serve subcommand")
+    return None
 
 
 def identity(samples: list[Any]) -> list[Any]:
@@ -151,11 +225,18 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3, help="measured epochs per contender (after a warm-up)")
     parser.add_argument("--only", default="", help="comma-separated contender names")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--dlrs", help="the dlrs executable that serves (default: see above)")
+    parser.add_argument("--python-server", action="store_true", help="serve from tests/servers/http.py")
     args = parser.parse_args()
 
+    load_at_start = os.getloadavg()
+    dlrs = None if args.python_server else find_dlrs(args.dlrs)
+    if dlrs is None and not args.python_server:
+        print("no dlrs with a serve subcommand: serving from Python (tests/servers/http.py)", file=sys.stderr)
+    server: DlrsServer | PythonServer = DlrsServer(dlrs, DELAY) if dlrs else PythonServer(delay=DELAY)
     results: dict[str, dict[str, float]] = {}
-    with HttpServerProcess(delay=DELAY) as server:
-        urls = [server.item_url(i, size=SIZE) for i in range(ITEMS)]
+    with server:
+        urls = [server.item_url(i) for i in range(ITEMS)]
         chosen = contenders(urls)
         if args.only:
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
@@ -177,12 +258,17 @@ def main() -> None:
         "epochs": args.epochs,
         "python": platform.python_version(),
         "cpus": len(os.sched_getaffinity(0)),
+        "loadavg_start": load_at_start,
         "loadavg": os.getloadavg(),
+        "server": " ".join(server.argv) if isinstance(server, DlrsServer) else "tests/servers/http.py",
+        "served": server.summary,
     }
     if args.json:
         print(json.dumps({"meta": meta, "results": results}, indent=2))
     else:
-        print(f"bound {BOUND:.2f} s; python {meta['python']}, {meta['cpus']} CPUs, load average {meta['loadavg']}")
+        loads = f"load average {meta['loadavg_start']} at the start, {meta['loadavg']} at the end"
+        print(f"bound {BOUND:.2f} s; python {meta['python']}, {meta['cpus']} CPUs, {loads}")
+        print(f"server: {meta['server']}; {meta['served']}")
 
 
 if __name__ == "__main__":

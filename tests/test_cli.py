@@ -7,13 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from dataloader_rs import _native
+from dataloader_rs import HttpDataset, PyDataloader, _native
 
 from servers.fixtures import ObjectStoreCase
 from servers.http import HttpTestServer, item_body
@@ -113,6 +114,47 @@ def test_bench_json() -> None:
     assert rows[1]["bytes"] == 256 * 100
     assert rows[1]["concurrency"] == 32
     assert all(r["items_per_second"] > 0 for r in rows)
+
+
+def serve_command() -> list[str]:
+    return [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "dataloader_rs._cli"]
+
+
+@pytest.mark.timeout(60)
+def test_serve_answers_until_stdin_closes() -> None:
+    proc = subprocess.Popen(
+        [*serve_command(), "serve", "--latency-ms", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        base = proc.stdout.readline().strip()
+        assert base.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(f"{base}/bytes/1000?i=7", timeout=10) as response:
+            body = response.read()
+        assert body == bytes((j * 31 + 7) % 256 for j in range(1000))
+        urls = [f"{base}/bytes/100?i={i}" for i in range(40)]
+        batches = list(PyDataloader(HttpDataset(urls), batch_size=8, num_workers=2, item_concurrency=4))
+        assert [len(b) for b in batches] == [8] * 5
+        assert all(item == body[:100] for batch in batches for item in batch)
+        assert proc.poll() is None
+    finally:
+        out, err = proc.communicate(timeout=30)  # closing stdin stops the server
+    assert proc.returncode == 0
+    assert out == ""
+    assert err.startswith("dlrs serve: 41 requests on ")
+
+
+def test_serve_argument_errors_exit_with_2() -> None:
+    bad = dlrs("serve", "--latency-ms", "-5")
+    assert bad.returncode == 2
+    assert "unexpected argument '-5'" in bad.stderr
+    port = dlrs("serve", "--port", "70000")
+    assert port.returncode == 2
+    assert "70000 is not in 0..=65535" in port.stderr
 
 
 @pytest.mark.timeout(120)

@@ -15,6 +15,7 @@ Examples:
   dlrs bench                      # every workload, a table
   dlrs bench http --concurrency 64 --json
   dlrs parity --images ~/pictures  # the generated images and yours, against Pillow
+  dlrs serve --latency-ms 10      # a loopback test server for benchmarks, until stdin closes
 
 Exit codes: 0 success, 1 the work failed (items not fetched, a transform differs), 2 a bad argument.";
 
@@ -57,6 +58,25 @@ Examples:
   dlrs bench overhead --items 10000000 --batch-size 64 --workers 2
   dlrs bench http --items 2048 --concurrency 64 --latency-ms 10 --json";
 
+const SERVE_EXAMPLES: &str = "\
+Routes (GET; the query is ignored, so ?i=N makes distinct URLs of the same body):
+  /bytes/<n>           n bytes; byte j is (j * 31 + 7) mod 256
+  /item/<i>            item-<i>
+  /status/<code>       that status
+  /flaky/<k>/<path>    503 for the first k requests of this exact path, then /<path>
+  anything else        404
+
+Every answer waits --latency-ms after the request's head arrived, timed by a thread of the
+server (within tens of microseconds), on one thread with connections kept open. It listens on
+127.0.0.1 only. Once listening it prints its base URL (http://127.0.0.1:PORT) and a newline on
+stdout, then serves until stdin reaches its end (the parent closed the pipe or exited; Ctrl-D on
+a terminal), or until killed with --until-killed. On stopping it prints on stderr the requests
+answered, the connections accepted and the most requests answered at once.
+
+Examples:
+  dlrs serve --latency-ms 10 --port 0
+  dlrs serve --port 8000 --until-killed &   curl http://127.0.0.1:8000/bytes/65536?i=1";
+
 const PARITY_EXAMPLES: &str = "\
 Each image is decoded in Rust; the decoded pixels are the input of every chain on both sides, so
 a chain is compared on its own. Decoding is compared too: exact for PNG, BMP, TIFF; JPEG and WebP
@@ -90,6 +110,9 @@ pub enum Command {
     /// Compare the transforms with Pillow/NumPy on generated images and yours.
     #[command(after_help = PARITY_EXAMPLES)]
     Parity(ParityArgs),
+    /// Serve test bodies on 127.0.0.1 with a fixed latency (the server of the benchmarks).
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(ServeArgs),
 }
 
 /// `dlrs prefetch`.
@@ -190,6 +213,20 @@ pub struct BenchArgs {
     /// Print JSON (one object per workload) instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `dlrs serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The time every answer waits, in milliseconds.
+    #[arg(long, default_value_t = 0.0, value_parser = values::parse_millis)]
+    pub latency_ms: f64,
+    /// The port on 127.0.0.1 (0: a free one, printed).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Serve until killed, not until stdin closes.
+    #[arg(long)]
+    pub until_killed: bool,
 }
 
 /// `dlrs parity`.

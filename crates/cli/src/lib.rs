@@ -1,5 +1,5 @@
 //! The `dlrs` command: prefetch templated items into a directory, run throughput benchmarks,
-//! check the transforms against Pillow.
+//! check the transforms against Pillow, serve test bodies with latency.
 //!
 //! [`run`] is the whole command: the `dlrs` binary calls it with the process's arguments, and
 //! the Python package's `dlrs` console script calls it through `_native.cli_main`.
@@ -8,7 +8,8 @@
 //! - [`prefetch`]: `dlrs prefetch`: templated items fetched into files, resumable.
 //! - [`bench`]: `dlrs bench`: loader overhead, files, images and HTTP workloads through the core.
 //! - [`parity`]: `dlrs parity`: transform chains in Rust against Pillow/NumPy in a Python.
-//! - [`server`]: the loopback HTTP server with latency that `bench http` (and tests) start.
+//! - [`server`]: the loopback HTTP server with latency that `bench http` (and tests) start, and
+//!   `dlrs serve`, which runs it in a process of its own (the server of the Python benchmarks).
 //! - [`values`]: parsing `NAME=VALUES` columns, headers and options.
 //! - [`synth`]: synthetic images (gradients with noise) and their PNG encoding.
 //! - [`progress`]: the progress bar on stderr, drawn only on a terminal.
@@ -76,6 +77,12 @@ pub fn run_status(args: impl IntoIterator<Item = OsString>) -> u8 {
         Command::Prefetch(a) => prefetch::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Parity(a) => parity::run(&a),
+        Command::Serve(a) => server::run(
+            &a,
+            &mut std::io::stdout(),
+            &mut std::io::stdin().lock(),
+            &mut std::io::stderr(),
+        ),
     };
     outcome.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");

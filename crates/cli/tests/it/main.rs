@@ -62,6 +62,11 @@ fn bad_arguments_exit_with_2() {
         &["bench", "nothing"],
         &["bench", "--batch-size", "0"],
         &["parity", "--unknown"],
+        &["serve", "--port", "65536"],
+        &["serve", "--port", "-1"],
+        &["serve", "--latency-ms", "-1"],
+        &["serve", "--latency-ms", "ten"],
+        &["serve", "extra"],
     ] {
         assert_eq!(run(args), ExitCode::from(2), "{args:?}");
     }
@@ -122,6 +127,7 @@ fn bad_templates_exit_with_2() {
 fn help_and_version_exit_with_0() {
     assert_eq!(run(&["--help"]), ExitCode::SUCCESS);
     assert_eq!(run(&["prefetch", "--help"]), ExitCode::SUCCESS);
+    assert_eq!(run(&["serve", "--help"]), ExitCode::SUCCESS);
     assert_eq!(run(&["--version"]), ExitCode::SUCCESS);
 }
 
@@ -161,4 +167,66 @@ fn prefetch_exit_codes_and_resume() {
     ];
     assert_eq!(run(&args), ExitCode::from(1));
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// One GET on a new connection: the status line and the body.
+fn get(addr: &str, path: &str) -> (String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8(out[..end].to_vec()).unwrap();
+    (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
+}
+
+#[test]
+fn serve_answers_until_stdin_closes() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dlrs"))
+        .args(["serve", "--latency-ms", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let addr = line.trim_end().strip_prefix("http://").unwrap().to_owned();
+    let (status, body) = get(&addr, "/bytes/70000?i=1");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert_eq!(body, dlrs_cli::server::bytes_body(70000));
+    assert_eq!(get(&addr, "/item/3").1, b"item-3");
+    assert_eq!(
+        get(&addr, "/status/503").0,
+        "HTTP/1.1 503 Service Unavailable"
+    );
+    assert_eq!(child.try_wait().unwrap(), None, "still serving");
+    drop(child.stdin.take()); // end of input: the server stops
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert_eq!(
+        log,
+        "dlrs serve: 3 requests on 3 connections, at most 1 at once\n"
+    );
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert_eq!(rest, "", "only the URL on stdout");
+}
+
+#[test]
+fn serve_on_a_port_in_use_fails_with_1() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    assert_eq!(run(&["serve", "--port", &port]), ExitCode::from(1));
 }
