@@ -228,6 +228,22 @@ def test_the_next_batch_continues_after_a_failed_one(http_server):
     assert list(it) == []
 
 
+def test_large_bodies_in_order_and_a_failure_after_some_arrived(http_server):
+    # Bodies of several reads each (the benchmarks' regime), and a batch failing half-way.
+    size = 96 * 1024
+    urls = [http_server.item_url(i, size=size) for i in range(36)]
+    # Item 17 fails after the first items of its batch arrived.
+    urls[17] = http_server.url("/status/404", delay=0.2)
+    batches = iter(PyDataloader(HttpDataset(urls), batch_size=12, num_workers=1, item_concurrency=4))
+    assert next(batches) == [item_body(i, size) for i in range(12)]
+    with pytest.raises(OSError, match="404"):
+        next(batches)
+    last = next(batches)
+    assert last == [item_body(i, size) for i in range(24, 36)]
+    assert all(type(item) is bytes for item in last)
+    assert list(batches) == []
+
+
 def test_a_slow_answer_is_a_timeout_error(http_server):
     ds = HttpDataset([http_server.item_url(0, delay=5)], timeout=0.2, retries=1, backoff=0.01)
     with pytest.raises(TimeoutError, match="timed out"):

@@ -118,13 +118,10 @@ impl HttpDataset {
 impl Inner {
     fn client(&self) -> Result<&reqwest::Client, Error> {
         self.client.get_or_try_init(|| {
-            tls::install_crypto_provider();
-            let roots = tls::mozilla_roots()
-                .map(reqwest::Certificate::from_der)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Error::Runtime(format!("bad bundled root certificate: {e}")))?;
+            // The bundled roots are parsed once per process (see `tls`); the headers and the
+            // timeouts are this dataset's.
             let mut builder = reqwest::Client::builder()
-                .tls_certs_only(roots)
+                .tls_backend_preconfigured(tls::client_config()?)
                 .default_headers(self.headers.clone())
                 .user_agent(concat!("dataloader-rs/", env!("CARGO_PKG_VERSION")));
             if let Some(timeout) = self.options.connect_timeout {
@@ -338,6 +335,61 @@ mod tests {
                 .all(|h| h.get("authorization").map(String::as_str) == Some("Bearer t0ken"))
         );
         assert!(headers[0]["user-agent"].starts_with("dataloader-rs/"));
+    }
+
+    #[test]
+    fn datasets_sharing_the_tls_roots_keep_their_own_settings() {
+        let (runtime, server) = setup(|path, _| Reply::Body(path.as_bytes().to_vec()));
+        let dataset = |token: &str, connect_timeout| {
+            let options = HttpOptions {
+                headers: vec![("X-Token".into(), token.into())],
+                connect_timeout,
+                ..fast(0)
+            };
+            HttpDataset::new(vec![server.url(&format!("/{token}"))], options).unwrap()
+        };
+        let (a, b) = (
+            dataset("a", Some(Duration::from_secs(1))),
+            dataset("b", None),
+        );
+        assert_eq!(a.options().connect_timeout, Some(Duration::from_secs(1)));
+        assert_eq!(b.options().connect_timeout, None);
+        for (dataset, token) in [(&a, "a"), (&b, "b"), (&a, "a")] {
+            assert_eq!(
+                fetch(&runtime, dataset, 0).unwrap(),
+                format!("/{token}").as_bytes()
+            );
+        }
+        let tokens: Vec<_> = server
+            .request_headers()
+            .iter()
+            .map(|h| h["x-token"].clone())
+            .collect();
+        assert_eq!(tokens, ["a", "b", "a"]);
+    }
+
+    #[test]
+    fn a_fresh_runtime_after_a_dropped_one_keeps_the_connections() {
+        let (_server_runtime, server) = setup(|path, _| Reply::Body(path.as_bytes().to_vec()));
+        let dataset =
+            HttpDataset::from_template(&server.url("/k/{index}"), vec![], Some(8), fast(0))
+                .unwrap();
+        let indices: Vec<u64> = (0..8).collect();
+        let mut opened = Vec::new();
+        // 6 threads: no other test uses this size, so the idle runtime is this test's.
+        for _ in 0..3 {
+            let runtime = Runtime::new(Some(6)).unwrap();
+            let bodies = runtime
+                .block_on(crate::fetch_many(&dataset, &indices, 8))
+                .unwrap();
+            assert!(bodies.iter().all(Result::is_ok));
+            opened.push(server.connections());
+            drop(runtime);
+        }
+        // The first loader opens up to 8 connections; the next ones reuse them (a connection
+        // goes back to the pool a moment after its body is read, so one more may be opened).
+        assert!(opened[0] <= 8, "{opened:?}");
+        assert!(opened[2] <= opened[0] + 2, "{opened:?}");
     }
 
     #[test]

@@ -13,10 +13,20 @@
 //!   calling thread at a fixed interval while it waits, and gives up when the check fails.
 //! - After `fork`, the child builds a new runtime on first use; the parent's runtime is leaked
 //!   there, never dropped or joined (its threads do not exist in the child).
-//! - Dropping a [`Runtime`] does not wait for its tasks: they are cancelled in the background.
+//!
+//! # Reuse
+//!
+//! Dropping a [`Runtime`] does not wait for anything. Its tokio runtime is kept, idle, for the
+//! next [`Runtime`] of the same number of threads in this process (at most [`MAX_IDLE`] are
+//! kept; the oldest beyond that is shut down in the background, its tasks cancelled). So a
+//! fresh loader per epoch neither starts threads again nor loses its connections: an HTTP
+//! client's pooled connections are tasks of the runtime that opened them, and they would die
+//! with it. Tasks still running when a [`Runtime`] is dropped keep running (abort them first if
+//! they must stop; the loader's fetches are aborted when their batch is dropped).
 
 use std::future::Future;
 use std::num::NonZeroUsize;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::{Either, select};
@@ -29,21 +39,79 @@ use crate::per_process::PerProcess;
 /// The most worker threads a [`Runtime`] accepts.
 pub const MAX_THREADS: usize = 1024;
 
+/// The most tokio runtimes kept idle for reuse in a process (see the module's "Reuse").
+pub const MAX_IDLE: usize = 4;
+
 /// A multi-thread tokio runtime with a fixed number of worker threads, built on first use.
 pub struct Runtime {
     threads: usize,
     inner: PerProcess<Owned>,
 }
 
-/// A tokio runtime that is shut down without waiting when dropped.
-struct Owned(Option<tokio::runtime::Runtime>);
+/// A tokio runtime with `threads` workers, kept for reuse when dropped.
+struct Owned {
+    threads: usize,
+    runtime: Option<tokio::runtime::Runtime>,
+}
 
 impl Drop for Owned {
     fn drop(&mut self) {
-        if let Some(runtime) = self.0.take() {
-            runtime.shutdown_background();
+        if let Some(runtime) = self.runtime.take() {
+            keep_idle(self.threads, runtime);
         }
     }
+}
+
+/// A runtime no [`Runtime`] uses any more.
+struct Idle {
+    threads: usize,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// The idle runtimes of this process, the most recently dropped last. A forked child starts
+/// with none (the parent's are leaked there, see [`PerProcess`]).
+static IDLE: PerProcess<Mutex<Vec<Idle>>> = PerProcess::new();
+
+fn idle() -> Option<MutexGuard<'static, Vec<Idle>>> {
+    let idle = IDLE
+        .get_or_try_init(|| Ok::<_, ()>(Mutex::new(Vec::new())))
+        .ok()?;
+    Some(idle.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The idle runtime with `threads` workers dropped last, if any.
+fn take_idle(threads: usize) -> Option<tokio::runtime::Runtime> {
+    let mut idle = idle()?;
+    let i = idle.iter().rposition(|r| r.threads == threads)?;
+    Some(idle.remove(i).runtime)
+}
+
+/// Keeps `runtime` for reuse; the oldest idle runtime beyond [`MAX_IDLE`] is shut down in the
+/// background.
+fn keep_idle(threads: usize, runtime: tokio::runtime::Runtime) {
+    let evicted = match idle() {
+        Some(mut idle) => push_capped(&mut idle, Idle { threads, runtime }),
+        None => Some(runtime),
+    };
+    // Outside the lock: shutting down wakes the runtime's threads.
+    if let Some(runtime) = evicted {
+        runtime.shutdown_background();
+    }
+}
+
+/// Appends `entry` to `idle`, and removes and returns the oldest runtime beyond [`MAX_IDLE`].
+fn push_capped(idle: &mut Vec<Idle>, entry: Idle) -> Option<tokio::runtime::Runtime> {
+    let evicted = (idle.len() >= MAX_IDLE).then(|| idle.remove(0).runtime);
+    idle.push(entry);
+    evicted
+}
+
+/// The number of idle runtimes with `threads` workers.
+#[cfg(test)]
+fn idle_count(threads: usize) -> usize {
+    idle().map_or(0, |idle| {
+        idle.iter().filter(|r| r.threads == threads).count()
+    })
 }
 
 impl std::fmt::Debug for Runtime {
@@ -81,19 +149,26 @@ impl Runtime {
         self.threads
     }
 
-    /// A handle to the runtime of this process, building it if needed.
+    /// A handle to the runtime of this process: an idle one of the same size (see "Reuse"),
+    /// else a new one.
     pub fn handle(&self) -> Result<&tokio::runtime::Handle, Error> {
         let owned = self.inner.get_or_try_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(self.threads)
-                .thread_name("dlrs-io")
-                .enable_io()
-                .enable_time()
-                .build()
-                .map(|runtime| Owned(Some(runtime)))
-                .map_err(|e| Error::Runtime(format!("cannot start the I/O runtime: {e}")))
+            let runtime = match take_idle(self.threads) {
+                Some(runtime) => runtime,
+                None => tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(self.threads)
+                    .thread_name("dlrs-io")
+                    .enable_io()
+                    .enable_time()
+                    .build()
+                    .map_err(|e| Error::Runtime(format!("cannot start the I/O runtime: {e}")))?,
+            };
+            Ok(Owned {
+                threads: self.threads,
+                runtime: Some(runtime),
+            })
         })?;
-        match &owned.0 {
+        match &owned.runtime {
             Some(runtime) => Ok(runtime.handle()),
             None => unreachable!("an Owned runtime is only emptied when dropped"),
         }
@@ -222,6 +297,46 @@ mod tests {
             })
             .unwrap();
         assert_eq!(done, Ok(7));
+    }
+
+    #[test]
+    fn a_dropped_runtime_is_reused_with_its_tasks() {
+        // 3 threads: no other test uses this size, so none takes the idle runtime meanwhile.
+        let first = Runtime::new(Some(3)).unwrap();
+        let (go, wait) = tokio::sync::oneshot::channel::<u32>();
+        let running = first.spawn(async move { wait.await.unwrap() + 1 }).unwrap();
+        drop(first);
+        assert_eq!(idle_count(3), 1);
+        let second = Runtime::new(Some(3)).unwrap();
+        assert_eq!(second.threads(), 3);
+        second.handle().unwrap();
+        assert_eq!(idle_count(3), 0, "the idle runtime was taken");
+        // The task spawned on the first is still alive: it runs on the same tokio runtime.
+        go.send(41).unwrap();
+        assert_eq!(second.block_on(running).unwrap().unwrap(), 42);
+    }
+
+    #[test]
+    fn at_most_max_idle_runtimes_are_kept_the_oldest_evicted() {
+        let mut idle = Vec::new();
+        for tag in 0..MAX_IDLE + 2 {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let evicted = push_capped(
+                &mut idle,
+                Idle {
+                    threads: tag,
+                    runtime,
+                },
+            );
+            assert_eq!(evicted.is_some(), tag >= MAX_IDLE, "{tag}");
+        }
+        let kept: Vec<usize> = idle.iter().map(|r| r.threads).collect();
+        assert_eq!(kept, (2..MAX_IDLE + 2).collect::<Vec<_>>());
+        // A Runtime never used leaves nothing behind.
+        drop(Runtime::new(Some(5)).unwrap());
+        assert_eq!(idle_count(5), 0);
     }
 
     #[test]
