@@ -11,7 +11,7 @@ PyAsyncDataset on aiohttp (same settings; left out without aiohttp), a PyDataset
 item_concurrency (64 threads), and torch's DataLoader with 8 and 16 worker processes running the
 same urllib dataset (left out without torch).
 
-The server is `dlrs serve` (Rust, one thread, latency timed within tens of microseconds) in a
+The server is `dlrs serve` (Rust, one thread, latency timed to about 0.1 ms, never early) in a
 child process: --dlrs, else $DLRS_BIN, else the `dlrs` console script beside this interpreter or
 on PATH. Without one that knows `serve`, it falls back to tests/servers/http.py's
 HttpServerProcess (Python, asyncio), which costs about 3x the CPU per request and answers later

@@ -67,7 +67,7 @@ Routes (GET; the query is ignored, so ?i=N makes distinct URLs of the same body)
   anything else        404
 
 Every answer waits --latency-ms after the request's head arrived, timed by a thread of the
-server (within tens of microseconds), on one thread with connections kept open. It listens on
+server (never early, about 0.1 ms late), on one thread with connections kept open. It listens on
 127.0.0.1 only. Once listening it prints its base URL (http://127.0.0.1:PORT) and a newline on
 stdout, then serves until stdin reaches its end (the parent closed the pipe or exited; Ctrl-D on
 a terminal), or until killed with --until-killed. On stopping it prints on stderr the requests

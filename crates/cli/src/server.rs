@@ -14,11 +14,11 @@
 //! | other | 404 |
 //!
 //! Every answer waits for the latency first, counted from the end of the request's head. The
-//! wait is timed by a thread of the server's own (a condition variable's timed wait: tens of
-//! microseconds late), not by tokio's timer, which rounds every deadline up to the next
-//! millisecond and would answer a 10 ms latency after 10–11 ms. Bodies of `/bytes/<n>` are made
-//! once (a prefix of the longest one made so far) and written without a copy. Dropping the
-//! server stops it and joins its threads.
+//! wait is timed by a thread of the server's own (`TimerQueue::run`: never early, about 0.1 ms
+//! late here), not by tokio's timer, which rounds every deadline up to the next millisecond and
+//! would answer a 10 ms latency after 10–11 ms. Bodies of `/bytes/<n>` are made once (a prefix of
+//! the longest one made so far) and written without a copy. Dropping the server stops it and
+//! joins its threads.
 
 use std::cmp::Ordering as Order;
 use std::collections::{BinaryHeap, HashMap};
@@ -384,8 +384,13 @@ impl TimerQueue {
         }
     }
 
-    /// The timer thread: sends every wake-up when it is due.
+    /// The timer thread: sends every wake-up when it is due, never before.
+    ///
+    /// A timed wait ends 100–200 µs late on a virtual machine (timer slack, the host's timers),
+    /// so the thread asks to wake that much earlier, as learned from its last waits, and gives
+    /// the processor away (yields) for what remains.
     fn run(&self) {
+        let mut late = Duration::ZERO;
         let mut pending = lock(&self.pending);
         loop {
             if pending.stopped {
@@ -397,22 +402,37 @@ impl TimerQueue {
                     let _ = due.wake.send(());
                 }
             }
-            pending = match pending.heap.peek() {
-                Some(first) => {
-                    let wait = first.at - now;
-                    self.changed
-                        .wait_timeout(pending, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                }
-                None => self
+            let Some(at) = pending.heap.peek().map(|first| first.at) else {
+                pending = self
                     .changed
                     .wait(pending)
-                    .unwrap_or_else(|e| e.into_inner()),
+                    .unwrap_or_else(|e| e.into_inner());
+                continue;
             };
+            if at - now > late {
+                let target = at - late;
+                pending = self
+                    .changed
+                    .wait_timeout(pending, target - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                let woke = Instant::now();
+                // Woken by the timeout (not by a new earlier entry): learn how late it was.
+                if woke >= target {
+                    let over = (woke - target).min(MAX_LATE);
+                    late = (late * 7 + over) / 8;
+                }
+            } else {
+                drop(pending);
+                std::thread::yield_now();
+                pending = lock(&self.pending);
+            }
         }
     }
 }
+
+/// The most lateness of a timed wait that [`TimerQueue::run`] learns from one wait.
+const MAX_LATE: Duration = Duration::from_millis(1);
 
 /// A thread that wakes tasks at instants, with the precision of a timed wait on a condition
 /// variable; dropping it stops the thread.
