@@ -257,16 +257,18 @@ def scaling(runs: list[tuple[str, Data]]) -> Figure:
         interp = m["python"] + ("" if m.get("gil_enabled", True) else "t")
         footers.append(f"{name}: Python {interp}, {m.get('date')}, load {m.get('load_average', float('nan')):.2f}")
         for r in data["rows"]:
-            series.setdefault(f"{r['loader']}, {interp}", {})[r["workload"]] = r["speedup_2_workers"]
+            tuned = ", tuned malloc" if r.get("allocator") == "tuned" else ""
+            series.setdefault(f"{r['loader']}, {interp}{tuned}", {})[r["workload"]] = r["speedup_2_workers"]
     workloads = sorted({w for s in series.values() for w in s}, key=lambda w: (w != "python", w))
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.8 / max(len(series), 1)
-    palette = [OURS, ALT, TORCH, "#ff7f0e", "#9467bd"]
+    palette = [OURS, ALT, "#ff7f0e", "#9467bd", "#8c564b", "#17becf"]
     for i, (label, values) in enumerate(sorted(series.items(), key=lambda kv: (kv[0].startswith("torch"), kv[0]))):
         xs = [j - 0.4 + width * (i + 0.5) for j, w in enumerate(workloads) if w in values]
         ys = [values[w] for w in workloads if w in values]
-        color = TORCH if label.startswith("torch") else palette[i % 2]
-        bars = ax.bar(xs, ys, width, label=label, color=color)
+        color = TORCH if label.startswith("torch") else palette[i % len(palette)]
+        hatch = "//" if label.endswith("tuned malloc") else None
+        bars = ax.bar(xs, ys, width, label=label, color=color, hatch=hatch, edgecolor="white")
         label_bars(ax, bars, [f"{y:.2f}{TIMES}" for y in ys])
     ax.axhline(1.0, color="black", linewidth=1)
     ax.axhline(2.0, color=OTHER, linestyle=":", linewidth=1)

@@ -7,6 +7,7 @@ Two workloads, with the same dataset code under dataloader-rs and (where install
 
     python benches/scaling.py                 # both workloads, a table
     python benches/scaling.py python --json
+    python benches/scaling.py arrays --allocator tuned   # only with the spec's GLIBC_TUNABLES
 
 Run it with CPython 3.11 (GIL) and 3.13t (free-threaded, `scripts/python-ft.sh venv`) to compare.
 """
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -34,10 +36,16 @@ except ImportError:  # pragma: no cover - torch is optional
 
 WORDS = [f"w{i}" for i in range(2000)]
 
+# The allocator settings the spec gives for array samples on glibc (NumPy allocates with malloc):
+# memory freed by one batch is kept for the next instead of going back to the system.
+TUNABLES = "glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=33554432"
+
 
 class Tokens(PyDataset[int]):
-    """Pure-Python work: split a generated sentence and look every word up in a table that each
-    thread builds for itself (shared dicts contend on free-threaded CPython)."""
+    """Pure-Python work: build a sentence from a word list and look every word up in a table.
+    Each thread builds its own word list (fresh string objects) and table, in a threading.local,
+    as the spec advises for free-threaded CPython: objects that several threads read, such as a
+    module-level list and its strings, contend on their reference counts there."""
 
     def __init__(self, n: int, words_per_item: int = 400) -> None:
         super().__init__()
@@ -48,16 +56,18 @@ class Tokens(PyDataset[int]):
     def __len__(self) -> int:
         return self.n
 
-    def _table(self) -> dict[str, int]:
-        table = getattr(self.local, "table", None)
-        if table is None:
-            table = self.local.table = {w: i for i, w in enumerate(WORDS)}
-        return table
+    def _state(self) -> tuple[list[str], dict[str, int]]:
+        state = getattr(self.local, "state", None)
+        if state is None:
+            words = [w.encode().decode() for w in WORDS]  # new objects, owned by this thread
+            state = self.local.state = (words, {w: i for i, w in enumerate(words)})
+        return state
 
     def __getitem__(self, index: int) -> int:
-        table = self._table()
-        text = " ".join(WORDS[(index * 7 + k * 13) % len(WORDS)] for k in range(self.words_per_item))
-        return sum(table[w] for w in text.split())
+        words, table = self._state()
+        n = len(words)
+        text = " ".join([words[(index * 7 + k * 13) % n] for k in range(self.words_per_item)])
+        return sum([table[w] for w in text.split()])
 
     def __getstate__(self) -> dict[str, Any]:  # torch's worker processes pickle the dataset
         return {"n": self.n, "words_per_item": self.words_per_item}
@@ -121,8 +131,45 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--allocator",
+        choices=["default", "tuned", "both"],
+        default="both",
+        help="glibc malloc as it comes, with the spec's GLIBC_TUNABLES (a child process), or both",
+    )
     args = parser.parse_args()
 
+    rows = []
+    if args.allocator in ("default", "both"):
+        rows += run_workloads(args, parser)
+        for r in rows:
+            r["allocator"] = "tuned" if os.environ.get("GLIBC_TUNABLES") == TUNABLES else "default"
+    if args.allocator in ("tuned", "both") and os.environ.get("GLIBC_TUNABLES") != TUNABLES:
+        # The tunables are read when the process starts: measure them in a child process.
+        child = [sys.executable, os.path.abspath(__file__), *args.workloads]
+        child += ["--items", str(args.items), "--repeat", str(args.repeat), "--allocator", "default", "--json"]
+        out = subprocess.run(child, env={**os.environ, "GLIBC_TUNABLES": TUNABLES}, check=True, capture_output=True)
+        rows += json.loads(out.stdout)["rows"]
+    machine = {
+        "python": sys.version.split()[0],
+        "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+        "date": time.strftime("%Y-%m-%d"),
+        "glibc_tunables": TUNABLES,
+    }
+    if args.json:
+        print(json.dumps({"machine": machine, "rows": rows}, indent=2))
+        return
+    print(f"# {machine}")
+    for r in rows:
+        print(
+            f"{r['workload']:<8} {r['loader']:<14} {r['allocator']:<8} 0 workers {r['seconds_0'] * 1000:8.1f} ms   "
+            f"2 workers {r['seconds_2'] * 1000:8.1f} ms   speed-up {r['speedup_2_workers']:.2f}x"
+        )
+
+
+def run_workloads(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.workloads:
@@ -138,22 +185,7 @@ def main() -> None:
                 rows += measure(name, Arrays(paths), 16, args.repeat)
             else:
                 parser.error(f"unknown workload {name}: python or arrays")
-    machine = {
-        "python": sys.version.split()[0],
-        "gil_enabled": getattr(sys, "_is_gil_enabled", lambda: True)(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg()[0],
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    if args.json:
-        print(json.dumps({"machine": machine, "rows": rows}, indent=2))
-        return
-    print(f"# {machine}")
-    for r in rows:
-        print(
-            f"{r['workload']:<8} {r['loader']:<14} 0 workers {r['seconds_0'] * 1000:8.1f} ms   "
-            f"2 workers {r['seconds_2'] * 1000:8.1f} ms   speed-up {r['speedup_2_workers']:.2f}x"
-        )
+    return rows
 
 
 if __name__ == "__main__":
