@@ -111,17 +111,22 @@ class PythonServer(HttpServerProcess):
 def find_dlrs(given: str | None) -> str | None:
     """The `dlrs` to serve with: given, $DLRS_BIN, beside this interpreter, or on PATH; None if
     there is none or it has no `serve` subcommand (an older build)."""
-    candidates = [given, os.environ.get("DLRS_BIN"), os.path.join(os.path.dirname(sys.executable), "dlrs"), "dlrs"]
+    if given:
+        path = shutil.which(given)
+        if path is None or not serves(path):
+            sys.exit(f"{given} is not a dlrs with a serve subcommand")
+        return path
+    candidates = [os.environ.get("DLRS_BIN"), os.path.join(os.path.dirname(sys.executable), "dlrs"), "dlrs"]
     for candidate in candidates:
         path = candidate and shutil.which(candidate)
-        if not path:
-            continue
-        probe = subprocess.run([path, "serve", "--help"], capture_output=True, timeout=60, check=False)
-        if probe.returncode == 0:
+        if path and serves(path):
             return path
-        if given:
-            sys.exit(f"{given} has no serve subcommand")
     return None
+
+
+def serves(dlrs: str) -> bool:
+    probe = subprocess.run([dlrs, "serve", "--help"], capture_output=True, timeout=60, check=False)
+    return probe.returncode == 0
 
 
 def identity(samples: list[Any]) -> list[Any]:
