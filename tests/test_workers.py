@@ -311,3 +311,41 @@ def test_threading_local_values_are_freed_when_the_loader_threads_end():
     while any(t() is not None for t in ds.tables) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert [t() for t in ds.tables] == [None] * len(ds.tables)
+
+
+EXIT_SCRIPTS = {
+    "loader alive, epoch finished": """
+loader = PyDataloader(D(), batch_size=4, num_workers=2)
+assert len(list(loader)) == 16
+""",
+    "iterator abandoned mid-epoch": """
+loader = PyDataloader(D(), batch_size=4, num_workers=2, prefetch_depth=4)
+it = iter(loader)
+next(it)
+""",
+    "loader dropped just before exit": """
+loader = PyDataloader(D(), batch_size=4, num_workers=3, item_concurrency=2)
+assert len(list(loader)) == 16
+del loader
+""",
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXIT_SCRIPTS))
+def test_the_interpreter_exits_cleanly_with_loader_threads_holding_thread_states(case):
+    # Loader threads keep a Python thread state for their life; an interpreter that exits with
+    # them alive (or ending) must neither hang nor crash nor print anything.
+    code = (
+        "import threading\n"
+        "from dataloader_rs import PyDataloader, PyDataset\n"
+        "local = threading.local()\n"
+        "class D(PyDataset):\n"
+        "    def __len__(self): return 64\n"
+        "    def __getitem__(self, i):\n"
+        "        local.table = getattr(local, 'table', None) or {'made': i}\n"
+        "        return i\n" + EXIT_SCRIPTS[case] + "print('done')\n"
+    )
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "done\n", "")
