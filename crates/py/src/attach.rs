@@ -28,30 +28,33 @@ static EXITING: AtomicBool = AtomicBool::new(false);
 struct Kept(Cell<*mut ffi::PyThreadState>);
 
 impl Kept {
-    fn get_or_make(&self) {
+    /// Whether this thread should make a thread state and keep it: it has none, it made none,
+    /// and the interpreter runs and is not exiting.
+    fn needs_state(&self) -> bool {
         if !self.0.get().is_null() || EXITING.load(Ordering::Acquire) {
-            return;
+            return false;
         }
         // SAFETY: both calls only read the runtime's state; they are safe at any time after
-        // the interpreter was initialized, which importing this module implies.
-        let has_state = unsafe {
-            ffi::Py_IsInitialized() != 0 && !ffi::PyGILState_GetThisThreadState().is_null()
-        };
-        if has_state {
-            // A thread Python made (or one already attached): Python owns its thread state.
-            return;
-        }
-        // SAFETY: the interpreter is initialized and not exiting (checked above), and this
-        // thread has no thread state, so `PyGILState_Ensure` makes one and attaches it (its
-        // counter at 1). `PyEval_SaveThread` then detaches it without deleting it; the pointer
-        // it returns is that thread state, kept for `drop`. Later `Python::attach` calls find
-        // it (`PyGILState_Ensure` raises the counter to 2 and lowers it back to 1 on release),
-        // so they never make or delete one.
-        let state = unsafe {
-            ffi::PyGILState_Ensure();
-            ffi::PyEval_SaveThread()
-        };
-        self.0.set(state);
+        // the interpreter was initialized, which importing this module implies. A thread with a
+        // thread state is one Python made (or one already attached): Python owns that state.
+        unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_GetThisThreadState().is_null() }
+    }
+}
+
+/// Detaches the thread state [`attach`] made on a thread's first call, without deleting it,
+/// and keeps it in [`KEPT`] (also when the call unwinds).
+struct KeepOnLeave;
+
+impl Drop for KeepOnLeave {
+    fn drop(&mut self) {
+        // SAFETY: `attach` made this thread's state with `PyGILState_Ensure` (counter 1), and
+        // the `Python::attach` inside it has released its own hold (counter back to 1, still
+        // attached, as the state was already current when it began). `PyEval_SaveThread`
+        // detaches that state without deleting it and returns it; later `Python::attach` calls
+        // find it (raising the counter to 2 and lowering it back to 1), so they never make or
+        // delete one.
+        let state = unsafe { ffi::PyEval_SaveThread() };
+        let _ = KEPT.try_with(|k| k.0.set(state));
     }
 }
 
@@ -84,7 +87,14 @@ thread_local! {
 /// `threading.local` values) between calls.
 pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
     // During the thread's exit (after `KEPT` was dropped) this is a plain attach.
-    let _ = KEPT.try_with(Kept::get_or_make);
+    if KEPT.try_with(Kept::needs_state).unwrap_or(false) {
+        // SAFETY: the interpreter runs and is not exiting, and this thread has no thread state
+        // (`needs_state`), so `PyGILState_Ensure` makes one and attaches it, counter at 1. The
+        // first call thus takes the interpreter once, not twice.
+        unsafe { ffi::PyGILState_Ensure() };
+        let _keep = KeepOnLeave;
+        return Python::attach(f);
+    }
     Python::attach(f)
 }
 
