@@ -347,5 +347,7 @@ def test_the_interpreter_exits_cleanly_with_loader_threads_holding_thread_states
     )
     import subprocess
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
-    assert (out.returncode, out.stdout, out.stderr) == (0, "done\n", "")
+    # Threads ending while the interpreter finalizes is a race: try it a few times.
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert (out.returncode, out.stdout, out.stderr) == (0, "done\n", "")

@@ -9,13 +9,15 @@
 //!
 //! [`attach`] gives such a thread a thread state of its own on first use and keeps it, detached,
 //! until the thread ends; the thread's exit then deletes it. Once the interpreter has started
-//! to shut down ([`interpreter_exiting`], registered with `atexit`), no thread state is made or
-//! deleted any more: deleting one means taking the interpreter, which a thread must not try
-//! while it finalizes; the few left are reclaimed with the process.
+//! to shut down ([`interpreter_exiting`], registered with `atexit`, which also waits for the
+//! deletions under way), no thread state is made or deleted any more: deleting one means taking
+//! the interpreter, which a thread must not try while it finalizes (CPython ends such a thread
+//! where it stands); the few left are reclaimed with the process.
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -24,6 +26,12 @@ use pyo3::prelude::*;
 /// nor delete thread states.
 static EXITING: AtomicBool = AtomicBool::new(false);
 
+/// Threads deleting their thread state right now (see `Kept::drop`).
+static DELETING: AtomicUsize = AtomicUsize::new(0);
+
+/// How long `interpreter_exiting` waits for threads deleting their thread state.
+const EXIT_WAIT: Duration = Duration::from_secs(5);
+
 /// The thread state this thread made and keeps (detached), or null when it made none.
 struct Kept(Cell<*mut ffi::PyThreadState>);
 
@@ -31,7 +39,7 @@ impl Kept {
     /// Whether this thread should make a thread state and keep it: it has none, it made none,
     /// and the interpreter runs and is not exiting.
     fn needs_state(&self) -> bool {
-        if !self.0.get().is_null() || EXITING.load(Ordering::Acquire) {
+        if !self.0.get().is_null() || EXITING.load(Ordering::SeqCst) {
             return false;
         }
         // SAFETY: both calls only read the runtime's state; they are safe at any time after
@@ -61,21 +69,31 @@ impl Drop for KeepOnLeave {
 impl Drop for Kept {
     fn drop(&mut self) {
         let state = self.0.get();
-        if state.is_null() || EXITING.load(Ordering::Acquire) {
+        if state.is_null() {
             return;
         }
-        // SAFETY: `state` is this thread's own thread state, detached by `get_or_make` and not
-        // used since (every attach after it released it again). The interpreter is initialized
-        // and not exiting (checked above), so restoring it waits for the interpreter like any
-        // attach; `PyGILState_Release` with `PyGILState_UNLOCKED` then brings its counter from
-        // 1 to 0, which clears it, deletes it and releases the interpreter.
-        unsafe {
-            if ffi::Py_IsInitialized() != 0 {
-                ffi::PyEval_RestoreThread(state);
-                ffi::PyGILState_Release(ffi::PyGILState_STATE::PyGILState_UNLOCKED);
+        // Announce the deletion before checking `EXITING` (both sequentially consistent):
+        // either this thread sees the interpreter exiting and leaves the state, or
+        // `interpreter_exiting` sees this deletion and waits for it, with the interpreter
+        // released, before finalization begins. So no thread waits for the interpreter while it
+        // finalizes (CPython would end such a thread in the middle of this destructor).
+        DELETING.fetch_add(1, Ordering::SeqCst);
+        if !EXITING.load(Ordering::SeqCst) {
+            // SAFETY: `state` is this thread's own thread state, detached by `KeepOnLeave` and
+            // not used since (every attach after it released it again). The interpreter is not
+            // finalizing (checked above, and `interpreter_exiting` waits for this block), so
+            // restoring it waits for the interpreter like any attach; `PyGILState_Release` with
+            // `PyGILState_UNLOCKED` then brings its counter from 1 to 0, which clears it,
+            // deletes it and releases the interpreter.
+            unsafe {
+                if ffi::Py_IsInitialized() != 0 {
+                    ffi::PyEval_RestoreThread(state);
+                    ffi::PyGILState_Release(ffi::PyGILState_STATE::PyGILState_UNLOCKED);
+                }
             }
         }
         self.0.set(ptr::null_mut());
+        DELETING.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -98,8 +116,16 @@ pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
     Python::attach(f)
 }
 
-/// Registered with `atexit` by the module: the interpreter is shutting down.
+/// Registered with `atexit` by the module: the interpreter is shutting down. From now on no
+/// thread state is made or deleted by the loader's threads; the deletions under way finish
+/// first (they need the interpreter, released here while waiting, at most [`EXIT_WAIT`]).
 #[pyfunction]
-pub fn interpreter_exiting() {
-    EXITING.store(true, Ordering::Release);
+pub fn interpreter_exiting(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let start = Instant::now();
+        while DELETING.load(Ordering::SeqCst) > 0 && start.elapsed() < EXIT_WAIT {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
 }
