@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+import signal
 import threading
+import warnings
 
 import pytest
 
@@ -40,3 +44,25 @@ def no_thread_leak():
     yield
     extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert not extra, extra
+
+
+def in_forked_child(fn):
+    """Runs ``fn`` in a forked child (killed after 20 s) and returns what it returned."""
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            signal.alarm(20)
+            os.write(w, pickle.dumps(fn()))
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return pickle.loads(data)

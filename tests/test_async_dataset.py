@@ -14,6 +14,8 @@ import pytest
 
 from dataloader_rs import PyAsyncDataset, PyDataloader, _aio
 
+from conftest import in_forked_child
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -409,33 +411,11 @@ def test_getitems_none_turns_it_off():
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
 def test_a_forked_child_gets_an_event_loop_of_its_own():
-    import os
-    import pickle
-    import signal
-    import warnings
-
     ds = Squares(8)
     loader = PyDataloader(ds, batch_size=4, num_workers=2, item_concurrency=2)
     expected = [[0, 1, 4, 9], [16, 25, 36, 49]]
     assert list(loader) == expected
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            signal.alarm(20)
-            os.write(w, pickle.dumps(list(loader)))
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    assert pickle.loads(data) == expected
+    assert in_forked_child(lambda: list(loader)) == expected
     assert list(loader) == expected
 
 

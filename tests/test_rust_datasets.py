@@ -16,6 +16,7 @@ import pytest
 
 from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
 
+from conftest import in_forked_child
 from servers._common import METADATA_BLACKHOLE
 from servers.fixtures import requires_s3
 from servers.http import expected_body, item_body
@@ -557,32 +558,6 @@ def test_s3_without_credentials_fails_with_an_oserror(s3_server, s3_bucket):
 # --------------------------------------------------------------------------- fork
 
 
-def _in_forked_child(fn):
-    """Runs ``fn`` in a forked child (killed after 20 s) and returns what it returned."""
-    import pickle
-    import signal
-    import warnings
-
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            signal.alarm(20)
-            os.write(w, pickle.dumps(fn()))
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    return pickle.loads(data)
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_uses_a_rust_loader_its_parent_iterated(tmp_path):
     for i in range(12):
@@ -591,7 +566,7 @@ def test_a_forked_child_uses_a_rust_loader_its_parent_iterated(tmp_path):
     loader = PyDataloader(ds, batch_size=4, num_workers=2, item_concurrency=2, transform=lambda i, b: b[0] * 2)
     expected = [[0, 2, 4, 6], [8, 10, 12, 14], [16, 18, 20, 22]]
     assert list(loader) == expected
-    assert _in_forked_child(lambda: [list(loader), ds[5]]) == [expected, b"\x05"]
+    assert in_forked_child(lambda: [list(loader), ds[5]]) == [expected, b"\x05"]
     assert list(loader) == expected
 
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 import _thread
 import gc
 import os
-import pickle
 import sys
 import threading
 import time
-import warnings
 import weakref
 
 import pytest
 
 from dataloader_rs import PyDataloader, PyDataset
 
-from conftest import Range
+from conftest import Range, in_forked_child
 
 
 class Blocking(PyDataset):
@@ -218,24 +216,7 @@ def test_the_pool_is_made_once_and_reused_by_every_epoch():
 def test_a_forked_child_uses_a_loader_its_parent_iterated():
     loader = PyDataloader(Range(20), batch_size=6, num_workers=2, shuffle=True, seed=4)
     parent = [list(loader) for _ in range(1)]
-    r, w = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded process forked"
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        try:
-            out = [list(loader) for _ in range(2)]
-            os.write(w, pickle.dumps(out))
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 65536):
-        data += chunk
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    child = pickle.loads(data)
+    child = in_forked_child(lambda: [list(loader) for _ in range(2)])
     assert len(child) == 2
     for epoch in child:
         assert sorted(x for b in epoch for x in b) == list(range(20))
