@@ -93,36 +93,30 @@ def overhead(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+FIRST_BATCH: dict[str, Any] = {"batch_size": 64, "num_workers": 2, "collate_fn": identity}
+
+
+def first_batch_seconds(make_loader: Callable[[], Any]) -> float:
+    """Seconds from making a loader to its first batch. The clock stops at the first batch:
+    dropping the loader (and, for torch, stopping its worker processes) comes after it."""
+    start = time.perf_counter()
+    loader = make_loader()
+    it = iter(loader)
+    next(it)
+    t = time.perf_counter() - start
+    del it, loader
+    return t
+
+
 def first_batch(args: argparse.Namespace) -> list[dict[str, Any]]:
     """A fresh loader (and, for torch, fresh worker processes), up to its first batch."""
     ds = Ints(100_000)
     rows = []
 
-    # The clock stops at the first batch: dropping the loader (and, for torch, stopping its
-    # worker processes) comes after it, outside the measured time, for both loaders.
-    def ours() -> float:
-        start = time.perf_counter()
-        loader = PyDataloader(ds, batch_size=64, num_workers=2, collate_fn=identity)
-        it = iter(loader)
-        next(it)
-        t = time.perf_counter() - start
-        del it, loader
-        return t
-
-    t = best_of(max(args.repeat, 100), ours)
+    t = best_of(max(args.repeat, 100), lambda: first_batch_seconds(lambda: PyDataloader(ds, **FIRST_BATCH)))
     rows.append({"workload": "first_batch", "loader": "dataloader-rs", "workers": 2, "seconds": t})
     if tud is not None:
-
-        def theirs() -> float:
-            start = time.perf_counter()
-            loader = tud.DataLoader(ds, batch_size=64, num_workers=2, collate_fn=identity)
-            it = iter(loader)
-            next(it)
-            t = time.perf_counter() - start
-            del it, loader
-            return t
-
-        tt = best_of(args.repeat, theirs)
+        tt = best_of(args.repeat, lambda: first_batch_seconds(lambda: tud.DataLoader(ds, **FIRST_BATCH)))
         rows.append({"workload": "first_batch", "loader": "torch", "workers": 2, "seconds": tt})
     return rows
 

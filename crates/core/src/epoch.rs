@@ -82,6 +82,18 @@ struct Ring<B, E> {
     peak_in_flight: u64,
 }
 
+impl<B, E> Ring<B, E> {
+    /// Whether no batch is left to claim: the epoch was abandoned or every batch was claimed.
+    fn over(&self, ctx: &BatchCtx, num_batches: u64) -> bool {
+        ctx.cancelled.load(Ordering::Relaxed) || self.next_claim >= num_batches
+    }
+
+    /// Whether the next batch may be claimed without exceeding `capacity` in flight.
+    fn has_room(&self, capacity: u64) -> bool {
+        self.next_claim < self.next_deliver + capacity
+    }
+}
+
 struct Shared<S: Source> {
     stats: Arc<Stats>,
     ring: Mutex<Ring<S::Batch, S::Error>>,
@@ -351,10 +363,10 @@ fn store_and_claim<S: Source>(
             shared.ready.notify_one();
         }
     }
-    if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
+    if ring.over(ctx, num_batches) {
         return Claim::Stop;
     }
-    if ring.next_claim < ring.next_deliver + shared.capacity {
+    if ring.has_room(shared.capacity) {
         let b = ring.next_claim;
         ring.next_claim += 1;
         ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
@@ -368,10 +380,10 @@ fn store_and_claim<S: Source>(
 fn wait_for_room<S: Source>(shared: &Shared<S>, ctx: &BatchCtx, num_batches: u64) -> bool {
     let mut ring = lock(&shared.ring);
     loop {
-        if ctx.cancelled.load(Ordering::Relaxed) || ring.next_claim >= num_batches {
+        if ring.over(ctx, num_batches) {
             return false;
         }
-        if ring.next_claim < ring.next_deliver + shared.capacity {
+        if ring.has_room(shared.capacity) {
             return true;
         }
         ring.workers_waiting += 1;
