@@ -34,6 +34,7 @@ class S3TestServer:
         self._moto: Any = None
         self._client: Any = None
         self._conns: set[socket.socket] = set()
+        self._threads: set[threading.Thread] = set()
         self._conns_lock = threading.Lock()
 
     # ----------------------------------------------------------------- life cycle
@@ -57,9 +58,20 @@ class S3TestServer:
 
     def _track_connections(self, wsgi_server: Any) -> None:
         # Keep-alive connections hold their handler thread until the client closes them; note
-        # the sockets so that stop() can shut them down and join every thread.
+        # the sockets so that stop() can shut them down, and the handler threads so that it can
+        # join them (werkzeug's are daemon threads, which server_close() does not join).
         process_request = wsgi_server.process_request
-        conns, lock = self._conns, self._conns_lock
+        conns, threads, lock = self._conns, self._threads, self._conns_lock
+        process_request_thread = wsgi_server.process_request_thread
+
+        def thread_tracked(request: socket.socket, client_address: Any) -> None:
+            with lock:
+                threads.add(threading.current_thread())
+            try:
+                process_request_thread(request, client_address)
+            finally:
+                with lock:
+                    threads.discard(threading.current_thread())
 
         def tracked(request: socket.socket, client_address: Any) -> None:
             with lock:
@@ -75,6 +87,7 @@ class S3TestServer:
 
         wsgi_server.process_request = tracked
         wsgi_server.shutdown_request = untracked
+        wsgi_server.process_request_thread = thread_tracked
 
     def stop(self) -> None:
         """Stops the server, shuts open connections down and joins every server thread."""
@@ -91,7 +104,11 @@ class S3TestServer:
         for conn in conns:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-        wsgi_server.server_close()  # closes the listening socket and joins the handler threads
+        wsgi_server.server_close()  # closes the listening socket
+        with self._conns_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout=10)
 
     def __enter__(self) -> Self:
         return self.start()
