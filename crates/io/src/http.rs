@@ -370,7 +370,11 @@ mod tests {
 
     #[test]
     fn a_fresh_runtime_after_a_dropped_one_keeps_the_connections() {
-        let (_server_runtime, server) = setup(|path, _| Reply::Body(path.as_bytes().to_vec()));
+        // Slow replies keep all 8 requests of a loader in flight at once, so a loader that could
+        // not reuse the kept connections would open about 8 more (found flaky with instant
+        // replies: the first loader reused its own connections and opened only 5).
+        let (_server_runtime, server) =
+            setup(|path, _| Reply::Delayed(Duration::from_millis(30), path.as_bytes().to_vec()));
         let dataset =
             HttpDataset::from_template(&server.url("/k/{index}"), vec![], Some(8), fast(0))
                 .unwrap();
@@ -386,10 +390,11 @@ mod tests {
             opened.push(server.connections());
             drop(runtime);
         }
-        // The first loader opens up to 8 connections; the next ones reuse them (a connection
-        // goes back to the pool a moment after its body is read, so one more may be opened).
+        // The first loader opens up to 8 connections; the next two reuse them (a connection
+        // goes back to the pool a moment after its body is read, so a few more may be opened;
+        // without reuse they would open about 16).
         assert!(opened[0] <= 8, "{opened:?}");
-        assert!(opened[2] <= opened[0] + 2, "{opened:?}");
+        assert!(opened[2] <= opened[0] + 4, "{opened:?}");
     }
 
     #[test]
