@@ -13,6 +13,7 @@ import weakref
 import pytest
 
 from dataloader_rs import PyDataloader, PyDataset
+from dataloader_rs._native import parked_workers
 
 from conftest import Range, in_forked_child
 
@@ -279,6 +280,51 @@ def test_threading_local_values_live_as_long_as_the_worker_thread(workers, k):
     assert threading.get_native_id() not in ds.builds
 
 
+def _wait_until(cond) -> bool:
+    deadline = time.monotonic() + 30
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return cond()
+
+
+def test_a_loader_made_after_another_was_dropped_runs_on_its_threads():
+    # A fresh loader per epoch keeps its threads, and their threading.local tables: the
+    # threads of a dropped loader wait (WORKER_KEEP, 2 s) for the next loader to take them.
+    # Threads parked by earlier tests' loaders (some only freed by a collection) end first, so
+    # only this test's are parked.
+    gc.collect()
+    assert _wait_until(lambda: parked_workers() == 0)
+    ds = PerThreadTable(640)
+    first = PyDataloader(ds, batch_size=8, num_workers=1)
+    assert [i for b in first for i in b] == list(range(640))
+    assert len(ds.builds) == 1
+    del first
+    gc.collect()
+    assert _wait_until(lambda: parked_workers() == 1)
+    for _ in range(3):
+        loader = PyDataloader(ds, batch_size=8, num_workers=1)
+        assert [i for b in loader for i in b] == list(range(640))
+        assert parked_workers() == 0, "the new loader took the parked thread"
+        del loader
+        gc.collect()
+        assert _wait_until(lambda: parked_workers() == 1)
+    assert len(ds.builds) == 1, "the table was built again: the thread was not reused"
+
+    # Two workers: the parked thread and a new one; both go to the lot, and the next loader
+    # takes both.
+    pair = PyDataloader(Range(64), batch_size=4, num_workers=2)
+    assert len(list(pair)) == 16
+    assert parked_workers() == 0
+    del pair
+    gc.collect()
+    assert _wait_until(lambda: parked_workers() == 2)
+    again = PyDataloader(Range(64), batch_size=4, num_workers=2)
+    it = iter(again)
+    assert parked_workers() == 0
+    assert next(it) == [0, 1, 2, 3]
+    assert len(list(it)) == 15
+
+
 def test_threading_local_values_are_freed_when_the_loader_threads_end():
     ds = PerThreadTable(64)
     loader = PyDataloader(ds, batch_size=8, num_workers=2)
@@ -286,8 +332,8 @@ def test_threading_local_values_are_freed_when_the_loader_threads_end():
     assert ds.tables
     del loader
     gc.collect()
-    # The pool's threads end once the loader is gone, and each deletes its thread state (and
-    # so its threading.local values) as it exits.
+    # The pool's threads end once the loader is gone and no other loader took them for 2 s,
+    # and each deletes its thread state (and so its threading.local values) as it exits.
     deadline = time.monotonic() + 30
     while any(t() is not None for t in ds.tables) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -39,11 +39,13 @@ __all__ = [
     "VFlip",
     "__version__",
     "cli_main",
+    "parked_workers",
 ]
 
 __version__: str
 
 def cli_main(argv: list[str]) -> int: ...
+def parked_workers() -> int: ...
 
 @final
 class Loader:

@@ -12,11 +12,13 @@
 //! - [`epoch`]: one pass over the data: claims, the ring of in-order slots, cancellation.
 //! - [`source`]: the [`Source`] trait and the per-batch context that fans items out.
 //! - [`loader`]: the [`Loader`], its validated [`Config`] and the epoch counter.
+//! - [`per_process`]: a value built once per process and built again in a forked child.
 //! - [`stats`]: live counters (batches, items, consumer wait, load latency quantiles).
 
 pub mod epoch;
 pub mod error;
 pub mod loader;
+pub mod per_process;
 pub mod plan;
 pub mod pool;
 pub mod sampler;
@@ -28,7 +30,7 @@ pub use epoch::{Epoch, LoadError, Recv};
 pub use error::Error;
 pub use loader::{Config, Loader};
 pub use plan::EpochPlan;
-pub use pool::Pool;
+pub use pool::{Lot, Pool};
 pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};
 pub use source::{BatchCtx, Source};
 pub use stats::{Histogram, StatsSnapshot};

@@ -2,11 +2,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::epoch::Epoch;
 use crate::error::Error;
 use crate::plan::EpochPlan;
-use crate::pool::Pool;
+use crate::pool::{Lot, Pool};
 use crate::sampler::Order;
 use crate::source::Source;
 use crate::stats::{Stats, StatsSnapshot};
@@ -102,6 +103,13 @@ impl<S: Source> std::fmt::Debug for Loader<S> {
     }
 }
 
+/// Where the threads of dropped loaders wait for the next loader (see [`Lot`]): a loader made
+/// right after another one was dropped (a fresh loader per epoch) starts on its threads.
+pub static WORKERS: Lot = Lot::new("dataloader-rs", WORKER_KEEP);
+
+/// How long a thread of a dropped loader waits for another loader before it ends.
+pub const WORKER_KEEP: Duration = Duration::from_secs(2);
+
 impl<S: Source> Loader<S> {
     /// A loader of `source`.
     ///
@@ -112,7 +120,7 @@ impl<S: Source> Loader<S> {
         Ok(Self {
             source: Arc::new(source),
             config,
-            pool: Mutex::new(Pool::new(config.pool_size(), "dataloader-rs")),
+            pool: Mutex::new(Pool::in_lot(config.pool_size(), &WORKERS)),
             epochs: AtomicU64::new(0),
             stats: Arc::default(),
         })

@@ -10,9 +10,12 @@
 //! state untouched and starts afresh.
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use crate::sync::{lock, wait};
+use crate::per_process::PerProcess;
+use crate::sync::{lock, wait, wait_timeout};
 
 /// The stack size of worker threads.
 pub const STACK_SIZE: usize = 8 << 20;
@@ -27,6 +30,9 @@ struct State {
     /// Live threads.
     threads: usize,
     shutdown: bool,
+    /// Idle threads that `shutdown` already counted as parked in the pool's [`Lot`]: that many
+    /// of the idle threads it woke go there without taking a job.
+    donated: usize,
 }
 
 struct Inner {
@@ -35,6 +41,8 @@ struct Inner {
     /// Threads kept when idle.
     size: usize,
     name: String,
+    /// Where the threads go when the pool no longer needs them, if anywhere.
+    lot: Option<&'static Lot>,
 }
 
 /// A pool of worker threads. Cloning gives another handle to the same threads.
@@ -56,15 +64,29 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    /// A pool that keeps up to `size` idle threads named `name`; threads start with the first jobs.
+    /// A pool that keeps up to `size` idle threads named `name`; threads start with the first jobs
+    /// and end when the pool no longer needs them.
     #[must_use]
     pub fn new(size: usize, name: &str) -> Self {
+        Self::build(size, name, None)
+    }
+
+    /// A pool whose threads come from `lot` when it has some (else they start as in
+    /// [`Pool::new`]) and go back there when the pool no longer needs them. They are named after
+    /// the lot.
+    #[must_use]
+    pub fn in_lot(size: usize, lot: &'static Lot) -> Self {
+        Self::build(size, lot.name, Some(lot))
+    }
+
+    fn build(size: usize, name: &str, lot: Option<&'static Lot>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 state: Mutex::new(State::default()),
                 work: Condvar::new(),
                 size,
                 name: name.to_owned(),
+                lot,
             }),
             pid: std::process::id(),
         }
@@ -86,18 +108,19 @@ impl Pool {
     /// The parent's state is leaked: its threads do not exist here and its lock may be held.
     pub fn for_this_process(&mut self) -> &Self {
         if self.pid != std::process::id() {
-            let fresh = Self::new(self.inner.size, &self.inner.name);
+            let fresh = Self::build(self.inner.size, &self.inner.name, self.inner.lot);
             let old = std::mem::replace(self, fresh);
             std::mem::forget(old);
         }
         self
     }
 
-    /// Runs `job` on a pool thread, starting one if none is idle.
+    /// Runs `job` on a pool thread, starting one (or taking one from the lot) if none is idle.
+    /// After [`Pool::shutdown`], each job gets a thread of its own.
     pub fn execute(&self, job: impl FnOnce() + Send + 'static) {
         let mut st = lock(&self.inner.state);
         st.queue.push_back(Box::new(job));
-        if st.idle >= st.queue.len() {
+        if !st.shutdown && st.idle >= st.queue.len() {
             drop(st);
             self.inner.work.notify_one();
         } else {
@@ -107,23 +130,42 @@ impl Pool {
         }
     }
 
-    /// Lets every thread exit once the queue is empty: idle ones at once, busy ones after their
-    /// job. Jobs submitted later still run (each on a thread of its own). Does nothing in a
-    /// forked child, whose pool state belongs to threads that do not exist.
+    /// Lets every thread go once the queue is empty: idle ones at once, busy ones after their
+    /// job (to the pool's lot, or they end). Jobs submitted later still run (each on a thread
+    /// of its own). Does nothing in a forked child, whose pool state belongs to threads that do
+    /// not exist.
     pub fn shutdown(&self) {
         if self.pid != std::process::id() {
             return;
         }
-        lock(&self.inner.state).shutdown = true;
+        let mut st = lock(&self.inner.state);
+        st.shutdown = true;
+        if let Some(lot) = self.inner.lot {
+            // The idle threads not needed for the queued jobs are as good as parked already:
+            // count them there now, so a pool made right after this one takes them instead of
+            // starting threads of its own while they are still waking up.
+            let donated = st.idle.saturating_sub(st.queue.len() + st.donated);
+            st.donated += donated;
+            drop(st);
+            lot.expect(donated);
+        } else {
+            drop(st);
+        }
         self.inner.work.notify_all();
     }
 
     fn spawn(&self) {
-        let inner = Arc::clone(&self.inner);
+        let mut inner = Arc::clone(&self.inner);
+        if let Some(lot) = self.inner.lot {
+            match lot.adopt(inner) {
+                Ok(()) => return,
+                Err(back) => inner = back,
+            }
+        }
         let spawned = std::thread::Builder::new()
             .name(self.inner.name.clone())
             .stack_size(STACK_SIZE)
-            .spawn(move || run(&inner));
+            .spawn(move || thread_main(inner));
         if let Err(e) = spawned {
             // Out of threads: the queued job is run by the next thread that frees up.
             lock(&self.inner.state).threads -= 1;
@@ -132,7 +174,30 @@ impl Pool {
     }
 }
 
-fn run(inner: &Inner) {
+/// How a thread left a pool.
+enum Left {
+    /// On its own: it is not counted in the lot yet.
+    Retired,
+    /// Donated by [`Pool::shutdown`], which counted it in the lot already.
+    Donated,
+}
+
+/// A pool thread's life: it serves a pool, then the pools its lot hands it, until none wants
+/// it for the lot's time.
+fn thread_main(mut inner: Arc<Inner>) {
+    loop {
+        let left = run(&inner);
+        let Some(lot) = inner.lot else { return };
+        drop(inner);
+        let counted = matches!(left, Left::Donated);
+        match lot.park(counted) {
+            Some(next) => inner = next,
+            None => return,
+        }
+    }
+}
+
+fn run(inner: &Inner) -> Left {
     let mut st = lock(&inner.state);
     loop {
         if let Some(job) = st.queue.pop_front() {
@@ -145,11 +210,125 @@ fn run(inner: &Inner) {
         }
         if st.shutdown || st.threads > inner.size {
             st.threads -= 1;
-            return;
+            return Left::Retired;
         }
         st.idle += 1;
         st = wait(&inner.work, st);
         st.idle -= 1;
+        if st.shutdown && st.donated > 0 {
+            // `shutdown` left enough idle threads for the queued jobs (and jobs queued after
+            // it get threads of their own), so this one goes as counted.
+            st.donated -= 1;
+            st.threads -= 1;
+            return Left::Donated;
+        }
+    }
+}
+
+/// Where the threads of pools that no longer need them wait, for a while, for the next pool
+/// that needs one: a loader made after another one was dropped starts on threads that exist
+/// (with the per-thread state they built) instead of starting its own. A thread that waited
+/// `keep_for` without being taken ends. After `fork` the child starts with an empty lot.
+pub struct Lot {
+    name: &'static str,
+    keep_for: Duration,
+    inner: PerProcess<LotInner>,
+}
+
+#[derive(Default)]
+struct LotInner {
+    state: Mutex<LotState>,
+    arrivals: Condvar,
+}
+
+#[derive(Default)]
+struct LotState {
+    /// Threads waiting here, or on their way (see [`Pool::shutdown`]).
+    parked: usize,
+    /// Pools that took a parked thread, in order; each is served by one thread.
+    wanted: VecDeque<Arc<Inner>>,
+}
+
+impl Lot {
+    /// A lot of threads named `name`, each kept `keep_for` at most while no pool wants it.
+    #[must_use]
+    pub const fn new(name: &'static str, keep_for: Duration) -> Self {
+        Self {
+            name,
+            keep_for,
+            inner: PerProcess::new(),
+        }
+    }
+
+    fn inner(&self) -> &LotInner {
+        match self
+            .inner
+            .get_or_try_init(|| Ok::<_, Infallible>(LotInner::default()))
+        {
+            Ok(inner) => inner,
+            Err(never) => match never {},
+        }
+    }
+
+    /// The threads waiting in this lot (or on their way to it) that no pool took yet.
+    #[must_use]
+    pub fn parked(&self) -> usize {
+        let st = lock(&self.inner().state);
+        st.parked - st.wanted.len()
+    }
+
+    /// Counts `n` threads that are on their way here.
+    fn expect(&self, n: usize) {
+        if n > 0 {
+            lock(&self.inner().state).parked += n;
+        }
+    }
+
+    /// Gives `pool` a parked thread, or hands it back when every parked thread is taken.
+    fn adopt(&self, pool: Arc<Inner>) -> Result<(), Arc<Inner>> {
+        let lot = self.inner();
+        let mut st = lock(&lot.state);
+        if st.parked <= st.wanted.len() {
+            return Err(pool);
+        }
+        st.wanted.push_back(pool);
+        drop(st);
+        lot.arrivals.notify_one();
+        Ok(())
+    }
+
+    /// Waits here (`counted`: already counted by [`Lot::expect`]) until a pool wants this
+    /// thread, or `keep_for` passed (`None`: the thread ends).
+    fn park(&self, counted: bool) -> Option<Arc<Inner>> {
+        let lot = self.inner();
+        let mut st = lock(&lot.state);
+        if !counted {
+            st.parked += 1;
+        }
+        let deadline = Instant::now() + self.keep_for;
+        loop {
+            // A thread counted in `parked` leaves only with a pool, or when no pool waits for
+            // one: so every pool in `wanted` is served.
+            if let Some(pool) = st.wanted.pop_front() {
+                st.parked -= 1;
+                return Some(pool);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                st.parked -= 1;
+                return None;
+            }
+            st = wait_timeout(&lot.arrivals, st, left).0;
+        }
+    }
+}
+
+impl std::fmt::Debug for Lot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lot")
+            .field("name", &self.name)
+            .field("keep_for", &self.keep_for)
+            .finish_non_exhaustive()
     }
 }
 
@@ -158,6 +337,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::mpsc;
+    use std::time::{Duration, Instant};
 
     #[test]
     fn runs_jobs_and_keeps_threads() {
@@ -224,5 +404,167 @@ mod tests {
         });
         rx.recv().unwrap();
         assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    /// Polls `cond` for up to 10 s.
+    fn eventually(cond: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        cond()
+    }
+
+    /// Runs `n` jobs at once on `pool` (each waits for all of them) and returns their threads.
+    fn threads_of(pool: &Pool, n: usize) -> Vec<std::thread::ThreadId> {
+        let barrier = Arc::new(std::sync::Barrier::new(n));
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..n {
+            let (barrier, tx) = (Arc::clone(&barrier), tx.clone());
+            pool.execute(move || {
+                barrier.wait();
+                tx.send(std::thread::current().id()).unwrap();
+            });
+        }
+        let mut ids: Vec<_> = (0..n).map(|_| rx.recv().unwrap()).collect();
+        ids.sort_by_key(|id| format!("{id:?}"));
+        ids
+    }
+
+    #[test]
+    fn a_pool_in_a_lot_starts_on_the_threads_of_a_shut_down_one() {
+        static LOT: Lot = Lot::new("lot-a", Duration::from_secs(30));
+        let first = Pool::in_lot(2, &LOT);
+        let ids = threads_of(&first, 2);
+        assert!(eventually(
+            || first.threads() == 2 && lock(&first.inner.state).idle == 2
+        ));
+        first.shutdown();
+        // Idle threads count as parked at once, before they even woke up.
+        assert_eq!(LOT.parked(), 2);
+        let second = Pool::in_lot(2, &LOT);
+        assert_eq!(threads_of(&second, 2), ids);
+        assert_eq!(LOT.parked(), 0);
+        assert_eq!(second.threads(), 2);
+        // Named after the lot.
+        let (tx, rx) = mpsc::channel();
+        second.execute(move || {
+            tx.send(std::thread::current().name().map(str::to_owned))
+                .unwrap()
+        });
+        assert_eq!(rx.recv().unwrap().as_deref(), Some("lot-a"));
+        second.shutdown();
+    }
+
+    #[test]
+    fn busy_threads_join_the_lot_after_their_job() {
+        static LOT: Lot = Lot::new("lot-b", Duration::from_secs(30));
+        let pool = Pool::in_lot(1, &LOT);
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let (started_tx, started_rx) = mpsc::channel();
+        pool.execute(move || {
+            started_tx.send(std::thread::current().id()).unwrap();
+            release_rx.recv().unwrap();
+        });
+        let id = started_rx.recv().unwrap();
+        pool.shutdown();
+        assert_eq!(LOT.parked(), 0, "a busy thread is not parked");
+        release_tx.send(()).unwrap();
+        assert!(eventually(|| LOT.parked() == 1));
+        let next = Pool::in_lot(1, &LOT);
+        assert_eq!(threads_of(&next, 1), [id]);
+        next.shutdown();
+    }
+
+    #[test]
+    fn parked_threads_end_after_the_keep_time() {
+        static LOT: Lot = Lot::new("lot-c", Duration::from_millis(20));
+        struct Ended(mpsc::Sender<()>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                let _ = self.0.send(());
+            }
+        }
+        thread_local! {
+            static ENDED: std::cell::RefCell<Option<Ended>> = const { std::cell::RefCell::new(None) };
+        }
+        let (tx, rx) = mpsc::channel();
+        let pool = Pool::in_lot(1, &LOT);
+        pool.execute(move || ENDED.with(|e| *e.borrow_mut() = Some(Ended(tx))));
+        pool.shutdown();
+        // The thread-local is dropped when the thread ends, after its time in the lot.
+        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(LOT.parked(), 0);
+    }
+
+    #[test]
+    fn lots_do_not_share_threads() {
+        static X: Lot = Lot::new("lot-x", Duration::from_secs(30));
+        static Y: Lot = Lot::new("lot-y", Duration::from_secs(30));
+        let x = Pool::in_lot(1, &X);
+        let ids = threads_of(&x, 1);
+        assert!(eventually(|| lock(&x.inner.state).idle == 1));
+        x.shutdown();
+        let y = Pool::in_lot(1, &Y);
+        assert_ne!(threads_of(&y, 1), ids);
+        assert_eq!(X.parked(), 1);
+        y.shutdown();
+    }
+
+    #[test]
+    fn every_job_runs_while_pools_come_and_go() {
+        // Threads that give up waiting in the lot race with pools that take them: a job must
+        // never be left without a thread (the test would hang on `recv_timeout`).
+        static LOT: Lot = Lot::new("lot-d", Duration::from_micros(200));
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            usize::try_from(seed % n).unwrap()
+        };
+        let (tx, rx) = mpsc::channel();
+        let mut sent: usize = 0;
+        for round in 0..300 {
+            let pool = Pool::in_lot(1 + next(3), &LOT);
+            let before = next(5);
+            let after = next(3);
+            sent += before;
+            for _ in 0..before {
+                let tx = tx.clone();
+                let spin = next(50);
+                pool.execute(move || {
+                    std::thread::sleep(Duration::from_micros(spin as u64));
+                    tx.send(round).unwrap();
+                });
+            }
+            if next(2) == 0 {
+                // Let the threads go idle first: `shutdown` then donates them to the lot.
+                for _ in 0..before {
+                    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+                }
+                assert!(eventually(|| {
+                    let st = lock(&pool.inner.state);
+                    st.idle == st.threads
+                }));
+                sent -= before;
+            }
+            pool.shutdown();
+            for _ in 0..after {
+                let tx = tx.clone();
+                pool.execute(move || tx.send(round).unwrap());
+            }
+            sent += after;
+            if next(4) == 0 {
+                std::thread::sleep(Duration::from_micros(300));
+            }
+        }
+        for _ in 0..sent {
+            rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
+        assert!(eventually(|| LOT.parked() == 0));
     }
 }

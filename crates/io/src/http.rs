@@ -9,11 +9,11 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 
 use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::{Error, chain};
-use crate::per_process::PerProcess;
 use crate::redact::{redact_text, redact_url};
 use crate::retry::{self, Failure, RetryOptions};
 use crate::template::{Column, Target, Template};
 use crate::tls;
+use dlrs_core::per_process::PerProcess;
 
 /// The statuses that are retried; any other non-success status fails at once.
 pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];

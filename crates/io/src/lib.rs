@@ -32,7 +32,6 @@ mod error;
 mod file;
 mod http;
 mod object;
-mod per_process;
 mod redact;
 mod retry;
 mod runtime;

@@ -22,11 +22,11 @@ use object_store::{
 
 use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::{Error, chain};
-use crate::per_process::PerProcess;
 use crate::redact::{redact_text, redact_url};
 use crate::retry::RetryOptions;
 use crate::template::{Column, Target, Template};
 use crate::tls;
+use dlrs_core::per_process::PerProcess;
 
 /// The per-request timeout when none is given.
 pub const DEFAULT_OBJECT_TIMEOUT: Duration = Duration::from_secs(30);

@@ -34,7 +34,7 @@ use futures::future::{Either, select};
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
-use crate::per_process::PerProcess;
+use dlrs_core::per_process::PerProcess;
 
 /// The most worker threads a [`Runtime`] accepts.
 pub const MAX_THREADS: usize = 1024;

@@ -31,6 +31,12 @@ pub mod seam;
 pub mod source;
 pub mod transforms;
 
+/// The threads of dropped loaders that wait (up to 2 s) for the next loader to take them.
+#[pyfunction]
+fn parked_workers() -> usize {
+    dlrs_core::loader::WORKERS.parked()
+}
+
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -41,6 +47,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(parked_workers, m)?)?;
     let exiting = wrap_pyfunction!(attach::interpreter_exiting, m)?;
     m.py()
         .import("atexit")?

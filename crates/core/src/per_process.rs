@@ -16,13 +16,15 @@ struct Entry<T> {
 }
 
 /// A value of `T` for the current process, built on first use.
-pub(crate) struct PerProcess<T> {
+pub struct PerProcess<T> {
     current: AtomicPtr<Entry<T>>,
     _owns: PhantomData<Box<Entry<T>>>,
 }
 
 impl<T> PerProcess<T> {
-    pub(crate) const fn new() -> Self {
+    /// An empty cell; the value is built on first use.
+    #[must_use]
+    pub const fn new() -> Self {
         PerProcess {
             current: AtomicPtr::new(ptr::null_mut()),
             _owns: PhantomData,
@@ -32,7 +34,9 @@ impl<T> PerProcess<T> {
     /// The value built in this process, building it with `init` if there is none yet.
     ///
     /// Two threads that race here may both call `init`; one value wins and the other is dropped.
-    pub(crate) fn get_or_try_init<E>(&self, init: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
+    /// # Errors
+    /// What `init` fails with; nothing is stored then.
+    pub fn get_or_try_init<E>(&self, init: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
         let pid = std::process::id();
         let seen = self.current.load(Ordering::Acquire);
         // SAFETY: a non-null pointer in `current` comes from `Box::into_raw` below. It is freed
@@ -65,9 +69,14 @@ impl<T> PerProcess<T> {
     }
 
     /// Whether a value has been built (in this process or a parent).
-    #[cfg(test)]
-    pub(crate) fn is_built(&self) -> bool {
+    pub fn is_built(&self) -> bool {
         !self.current.load(Ordering::Acquire).is_null()
+    }
+}
+
+impl<T> Default for PerProcess<T> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
