@@ -70,26 +70,39 @@ def bare_loop(ds: Ints, batch_size: int) -> float:
     return time.perf_counter() - start
 
 
+def interleaved(repeat: int, runs: dict[str, Callable[[], float]]) -> dict[str, float]:
+    """The median of `repeat` runs of each contender (seconds), after one warm-up run each. The
+    contenders take turns, one run each per round, so a change in the machine's speed during
+    the measurement (other processes, frequency) affects them alike."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for fn in runs.values():
+        fn()
+    for _ in range(repeat):
+        for name, fn in runs.items():
+            times[name].append(fn())
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def overhead(args: argparse.Namespace) -> list[dict[str, Any]]:
     n, bs = args.items, 64
     ds = Ints(n)
     rows = []
-    bare = best_of(args.repeat, lambda: bare_loop(ds, bs))
-    rows.append({"workload": "overhead", "loader": "bare loop", "workers": 0, "seconds": bare, "items_per_s": n / bare})
     for workers in (0, 2):
+        runs: dict[str, Callable[[], float]] = {}
+        if workers == 0:
+            runs["bare loop"] = lambda: bare_loop(ds, bs)
         loader = PyDataloader(ds, batch_size=bs, num_workers=workers, collate_fn=identity)
-        t = best_of(args.repeat, lambda loader=loader: time_epoch(lambda: loader))
-        rows.append(
-            {"workload": "overhead", "loader": "dataloader-rs", "workers": workers, "seconds": t, "items_per_s": n / t}
-        )
+        runs["dataloader-rs"] = lambda loader=loader: time_epoch(lambda: loader)
         if tud is not None:
             tl = tud.DataLoader(
                 ds, batch_size=bs, num_workers=workers, collate_fn=identity, persistent_workers=workers > 0
             )
-            tt = best_of(args.repeat, lambda tl=tl: time_epoch(lambda: tl))
+            runs["torch"] = lambda tl=tl: time_epoch(lambda: tl)
+        for name, t in interleaved(args.repeat, runs).items():
             rows.append(
-                {"workload": "overhead", "loader": "torch", "workers": workers, "seconds": tt, "items_per_s": n / tt}
+                {"workload": "overhead", "loader": name, "workers": workers, "seconds": t, "items_per_s": n / t}
             )
+        del loader
     return rows
 
 

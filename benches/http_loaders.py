@@ -5,11 +5,14 @@ server that answers each request after 10 ms, batches of 64, a fresh loader per 
     python benches/http_loaders.py --json     # JSON
     python benches/http_loaders.py --epochs 5 --only HttpDataset,torch-8
     python benches/http_loaders.py --dlrs target/release/dlrs
+    python benches/http_loaders.py --latency-ms 0 --only urllib-sequential,HttpDataset  # CPU costs
 
-Contenders: HttpDataset (64 requests in flight: num_workers=2, item_concurrency=32), a
-PyAsyncDataset on aiohttp (same settings; left out without aiohttp), a PyDataset on urllib with
-item_concurrency (64 threads), and torch's DataLoader with 8 and 16 worker processes running the
-same urllib dataset (left out without torch).
+Contenders: HttpDataset (64 requests in flight: num_workers=2, item_concurrency=32; and
+HttpDataset-1x64, num_workers=1, item_concurrency=64, whose first batch needs one round of
+requests instead of two, but whose batches do not overlap), a PyAsyncDataset on aiohttp (same
+settings; left out without aiohttp), a PyDataset on urllib with item_concurrency (64 threads),
+and torch's DataLoader with 8 and 16 worker processes running the same urllib dataset (left out
+without torch).
 
 The server is `dlrs serve` (Rust, one thread, latency timed to about 0.1 ms, never early) in a
 child process: --dlrs, else $DLRS_BIN, else the `dlrs` console script beside this interpreter or
@@ -18,7 +21,9 @@ HttpServerProcess (Python, asyncio), which costs about 3x the CPU per request an
 (10.6 ms for 10 ms asked, more under load): on 2 cores it can set the pace instead of the loaders.
 
 The latency bound is 2,048 / 64 * 10 ms = 0.32 s: with 64 requests in flight, an epoch cannot
-take less. Figures are medians over the epochs, after one warm-up epoch.
+take less. Nor can it take less than its CPU work (client and server, measured per epoch)
+spread over every CPU: the "floor" column. Figures are medians over the epochs, after one
+warm-up epoch.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import select
 import shutil
 import statistics
@@ -186,8 +192,25 @@ class Aiohttp(PyAsyncDataset[bytes]):
             await self.session.close()
 
 
-def epoch(make_loader: Callable[[], Iterable[list[bytes]]]) -> tuple[float, float]:
-    """(seconds for the epoch, seconds to the first batch), loader construction included."""
+def cpu_seconds(pid: int | None) -> tuple[float, float]:
+    """(CPU seconds of this process and its ended children such as torch's workers, CPU seconds
+    of the server process `pid`; 0 when it is not known)."""
+    own = sum(
+        r.ru_utime + r.ru_stime
+        for r in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
+    )
+    served = 0.0
+    if pid is not None:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        served = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own, served
+
+
+def epoch(make_loader: Callable[[], Iterable[list[bytes]]], server_pid: int | None = None) -> tuple[float, ...]:
+    """(seconds for the epoch, seconds to the first batch, client CPU seconds, server CPU
+    seconds), loader construction included."""
+    cpu_before = cpu_seconds(server_pid)
     start = time.perf_counter()
     first = None
     n = 0
@@ -198,17 +221,19 @@ def epoch(make_loader: Callable[[], Iterable[list[bytes]]]) -> tuple[float, floa
             raise AssertionError(f"an item of {len(batch[0])} bytes")
         n += len(batch)
     total = time.perf_counter() - start
+    cpu_after = cpu_seconds(server_pid)
     if n != ITEMS:
         raise AssertionError(f"{n} items")
-    return total, first or total
+    return total, first or total, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
 
 
-def contenders(urls: list[str]) -> dict[str, Callable[[], Iterable[list[bytes]]]]:
+def contenders(urls: list[str], sequential: bool) -> dict[str, Callable[[], Iterable[list[bytes]]]]:
     # The dataset is made once, as a user would; its client keeps connections open across
     # loaders. The loader (its runtime, its threads) is made fresh for every epoch.
     http = HttpDataset(urls)
     out: dict[str, Callable[[], Iterable[list[bytes]]]] = {
         "HttpDataset": lambda: PyDataloader(http, batch_size=BATCH, num_workers=2, item_concurrency=32),
+        "HttpDataset-1x64": lambda: PyDataloader(http, batch_size=BATCH, num_workers=1, item_concurrency=64),
     }
     if aiohttp is not None:
         out["PyAsyncDataset+aiohttp"] = lambda: PyDataloader(
@@ -217,6 +242,10 @@ def contenders(urls: list[str]) -> dict[str, Callable[[], Iterable[list[bytes]]]
     out["PyDataset+urllib"] = lambda: PyDataloader(
         Urllib(urls), batch_size=BATCH, num_workers=2, item_concurrency=32, collate_fn=identity
     )
+    if sequential:
+        # One request at a time, on the calling thread: with --latency-ms 0, what the requests
+        # themselves cost in CPU (the floor of any loader running this dataset), without threads.
+        out["urllib-sequential"] = lambda: PyDataloader(Urllib(urls), batch_size=BATCH, collate_fn=identity)
     if tud is not None:
         for workers in (8, 16):
             out[f"torch-{workers}"] = lambda w=workers: tud.DataLoader(
@@ -232,34 +261,55 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--dlrs", help="the dlrs executable that serves (default: see above)")
     parser.add_argument("--python-server", action="store_true", help="serve from tests/servers/http.py")
+    parser.add_argument(
+        "--latency-ms", type=float, default=DELAY * 1000, help="the server's latency (0: measure CPU costs)"
+    )
     args = parser.parse_args()
 
     load_at_start = os.getloadavg()
     dlrs = None if args.python_server else find_dlrs(args.dlrs)
     if dlrs is None and not args.python_server:
         print("no dlrs with a serve subcommand: serving from Python (tests/servers/http.py)", file=sys.stderr)
-    server: DlrsServer | PythonServer = DlrsServer(dlrs, DELAY) if dlrs else PythonServer(delay=DELAY)
+    delay = args.latency_ms / 1000
+    bound = ITEMS / 64 * delay
+    server: DlrsServer | PythonServer = DlrsServer(dlrs, delay) if dlrs else PythonServer(delay=delay)
     results: dict[str, dict[str, float]] = {}
     with server:
         urls = [server.item_url(i) for i in range(ITEMS)]
-        chosen = contenders(urls)
+        chosen = contenders(urls, sequential=delay == 0 or "urllib-sequential" in args.only.split(","))
         if args.only:
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
+        proc = getattr(server, "_proc", None)
+        server_pid = proc.pid if proc is not None and sys.platform.startswith("linux") else None
+        cpus = len(os.sched_getaffinity(0))
         for name, make in chosen.items():
             epoch(make)  # warm-up: imports, the first connections, torch's fork machinery
-            runs = [epoch(make) for _ in range(args.epochs)]
+            runs = [epoch(make, server_pid) for _ in range(args.epochs)]
             seconds = statistics.median(r[0] for r in runs)
             first = statistics.median(r[1] for r in runs)
-            results[name] = {"seconds": seconds, "first_batch": first, "ratio_to_bound": seconds / BOUND}
+            client_cpu = statistics.median(r[2] for r in runs)
+            server_cpu = statistics.median(r[3] for r in runs)
+            results[name] = {
+                "seconds": seconds,
+                "first_batch": first,
+                "ratio_to_bound": seconds / bound if bound else None,
+                "client_cpu_s": client_cpu,
+                "server_cpu_s": server_cpu,
+                # The epoch cannot take less wall time than its CPU work spread over every CPU.
+                "cpu_floor_s": (client_cpu + server_cpu) / cpus,
+            }
             if not args.json:
                 line = f"{name:24} {seconds:7.3f} s/epoch  first batch {first * 1000:7.1f} ms"
-                print(f"{line}  {seconds / BOUND:5.2f}x bound", flush=True)
+                floor = results[name]["cpu_floor_s"]
+                cpu = f"CPU: client {client_cpu:.2f} s, server {server_cpu:.2f} s, floor {floor:.2f} s"
+                ratio = f"{seconds / bound:5.2f}x bound" if bound else "no latency"
+                print(f"{line}  {ratio}  {cpu}", flush=True)
     meta = {
         "items": ITEMS,
         "item_bytes": SIZE,
         "batch_size": BATCH,
-        "delay_s": DELAY,
-        "bound_s": BOUND,
+        "delay_s": delay,
+        "bound_s": bound,
         "epochs": args.epochs,
         "python": platform.python_version(),
         "cpus": len(os.sched_getaffinity(0)),
@@ -272,7 +322,7 @@ def main() -> None:
         print(json.dumps({"meta": meta, "results": results}, indent=2))
     else:
         loads = f"load average {meta['loadavg_start']} at the start, {meta['loadavg']} at the end"
-        print(f"bound {BOUND:.2f} s; python {meta['python']}, {meta['cpus']} CPUs, {loads}")
+        print(f"bound {bound:.2f} s; python {meta['python']}, {meta['cpus']} CPUs, {loads}")
         print(f"server: {meta['server']}; {meta['served']}")
 
 

@@ -77,7 +77,7 @@ def label_bars(ax: Any, bars: Any, texts: list[str]) -> None:
 
 
 def color_of(loader: str) -> str:
-    if loader.startswith("dataloader-rs") or loader in ("HttpDataset", "PyAsyncDataset+aiohttp", "PyDataset+urllib"):
+    if loader.startswith(("dataloader-rs", "HttpDataset")) or loader in ("PyAsyncDataset+aiohttp", "PyDataset+urllib"):
         return OURS
     if loader.startswith("torch"):
         return TORCH
