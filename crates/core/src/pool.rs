@@ -144,13 +144,14 @@ impl Pool {
             // The idle threads not needed for the queued jobs are as good as parked already:
             // count them there now, so a pool made right after this one takes them instead of
             // starting threads of its own while they are still waking up.
+            // Counted before the pool's lock is released: a donated thread (woken spuriously,
+            // say) must not reach the lot, and give up waiting there, before it is counted.
+            // (The pool's lock is taken before the lot's here and nowhere the other way round.)
             let donated = st.idle.saturating_sub(st.queue.len() + st.donated);
             st.donated += donated;
-            drop(st);
             lot.expect(donated);
-        } else {
-            drop(st);
         }
+        drop(st);
         self.inner.work.notify_all();
     }
 
