@@ -8,7 +8,8 @@
 //! - [`sampler`]: the order of one epoch ([`Order`]): sequential, a seeded permutation computed
 //!   per position (no memory, no start-up cost), or an explicit list stored compactly.
 //! - [`plan`]: an epoch cut into batches ([`EpochPlan`]), with `drop_last`.
-//! - [`pool`]: the worker threads, created once per loader, 8 MiB stacks, rebuilt after `fork`.
+//! - [`pool`]: the worker threads, created once per loader, 8 MiB stacks, rebuilt after `fork`;
+//!   a dropped loader's threads wait in a [`Lot`] for the next loader.
 //! - [`epoch`]: one pass over the data: claims, the ring of in-order slots, cancellation.
 //! - [`source`]: the [`Source`] trait and the per-batch context that fans items out.
 //! - [`loader`]: the [`Loader`], its validated [`Config`] and the epoch counter.

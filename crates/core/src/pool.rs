@@ -3,7 +3,9 @@
 //! A job never waits for a thread: when no thread is idle the pool starts one, so work that an
 //! abandoned epoch is still finishing never delays the next epoch. Threads beyond the pool's
 //! size retire as soon as they find nothing to do, so the pool settles back to its size.
-//! Threads have 8 MiB stacks (a main thread's usual size).
+//! Threads have 8 MiB stacks (a main thread's usual size). A pool made with [`Pool::in_lot`]
+//! takes its threads from a [`Lot`] when it has some and gives them back there when it no
+//! longer needs them (see [`Lot`]).
 //!
 //! After `fork`, the child has none of the parent's threads, and the pool's lock may have been
 //! held by one of them: [`Pool::for_this_process`] notices the changed pid, leaks the parent's
