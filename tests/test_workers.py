@@ -325,6 +325,28 @@ def test_a_loader_made_after_another_was_dropped_runs_on_its_threads():
     assert len(list(it)) == 15
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_does_not_count_on_its_parents_parked_threads():
+    # The parent's parked threads do not exist in a forked child: a loader there starts its own
+    # (were the lot inherited, its jobs would wait for threads that never come: a hang, ended by
+    # in_forked_child's alarm).
+    gc.collect()
+    loader = PyDataloader(Range(32), batch_size=4, num_workers=2)
+    assert len(list(loader)) == 8
+    del loader
+    gc.collect()
+    assert _wait_until(lambda: parked_workers() >= 2)
+
+    def child():
+        before = parked_workers()
+        fresh = PyDataloader(Range(32), batch_size=4, num_workers=2)
+        return before, [x for b in fresh for x in b]
+
+    before, items = in_forked_child(child)
+    assert before == 0
+    assert items == list(range(32))
+
+
 def test_threading_local_values_are_freed_when_the_loader_threads_end():
     ds = PerThreadTable(64)
     loader = PyDataloader(ds, batch_size=8, num_workers=2)
