@@ -69,14 +69,7 @@ fn venv() -> Result<PathBuf> {
         run(Command::new(host).args(["-m", "venv"]).arg(&dir))?;
     }
     run(Command::new(&python).args(["-m", "pip", "install", "-q", "--upgrade", "pip"]))?;
-    run(Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "-r",
-        "tests/requirements.txt",
-    ]))?;
+    pip_install_requirements(&python, "tests/requirements.txt")?;
     // The local S3, GCS and Azure servers of the I/O tests (tests/servers).
     run(Command::new("bash")
         .arg("scripts/install-test-services.sh")
@@ -173,17 +166,15 @@ fn fuzz(rest: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// `pip install -q -r <file>` into the venv of `python`.
+fn pip_install_requirements(python: &Path, file: &str) -> Result<()> {
+    run(Command::new(python).args(["-m", "pip", "install", "-q", "-r", file]))
+}
+
 /// The venv of the benchmarks: the test venv and `benches/requirements.txt` (matplotlib).
 fn bench_venv() -> Result<PathBuf> {
     let python = venv()?;
-    run(Command::new(&python).args([
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "-r",
-        "benches/requirements.txt",
-    ]))?;
+    pip_install_requirements(&python, "benches/requirements.txt")?;
     Ok(python)
 }
 
