@@ -6,6 +6,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 import warnings
 
 import pytest
@@ -44,6 +45,16 @@ def no_thread_leak():
     yield
     extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert not extra, extra
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    """Polls ``predicate`` until it holds or ``timeout`` seconds passed; what it last returned."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
 
 
 def in_forked_child(fn):

@@ -14,18 +14,9 @@ import pytest
 
 from dataloader_rs import PyAsyncDataset, PyDataloader, _aio
 
-from conftest import in_forked_child
+from conftest import in_forked_child, wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def _loop_threads(dataset_class: str) -> list[threading.Thread]:
@@ -185,11 +176,11 @@ def test_dropping_an_iterator_cancels_the_coroutines_in_flight(no_thread_leak):
     loader = PyDataloader(ds, batch_size=4, num_workers=2, item_concurrency=4)
     it = iter(loader)
     assert next(it) == [0, 1, 2, 3]
-    assert _wait_until(lambda: len(ds.started) == 8)
+    assert wait_until(lambda: len(ds.started) == 8)
     start = time.monotonic()
     del it
     assert time.monotonic() - start < 5
-    assert _wait_until(lambda: ds.cancelled == set(range(4, 12)))
+    assert wait_until(lambda: ds.cancelled == set(range(4, 12)))
     # The loader goes on with a new epoch.
     it = iter(loader)
     assert next(it) == [0, 1, 2, 3]
@@ -202,7 +193,7 @@ def test_breaking_out_of_a_loop_cancels_too():
     for batch in loader:
         assert batch == [0, 1]
         break
-    assert _wait_until(lambda: ds.cancelled == {2, 3})
+    assert wait_until(lambda: ds.cancelled == {2, 3})
 
 
 class Failing(PyAsyncDataset[int]):
@@ -465,4 +456,4 @@ def test_ctrl_c_interrupts_a_stalled_coroutine():
         timer.cancel()
     assert ds.cancelled == set()  # the batch goes on; dropping the iterator cancels it
     del it
-    assert _wait_until(lambda: ds.cancelled == {2, 3})
+    assert wait_until(lambda: ds.cancelled == {2, 3})

@@ -16,7 +16,7 @@ import pytest
 
 from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
 
-from conftest import in_forked_child
+from conftest import in_forked_child, wait_until
 from servers._common import METADATA_BLACKHOLE
 from servers.fixtures import requires_s3
 from servers.http import expected_body, item_body
@@ -29,15 +29,6 @@ SERVER_SOCKET_WARNING = (
     ":pytest.PytestUnraisableExceptionWarning"
 )
 pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings(SERVER_SOCKET_WARNING)]
-
-
-def _wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def _cpus() -> int:
@@ -312,18 +303,18 @@ def test_ctrl_c_interrupts_a_stalled_request(http_server):
     assert http_server.in_flight == 1
     del it
     # Dropping the iterator cancels the stalled request: the server sees the client go.
-    assert _wait_until(lambda: http_server.in_flight == 0)
+    assert wait_until(lambda: http_server.in_flight == 0)
 
 
 def test_dropping_an_iterator_cancels_requests_in_flight(http_server):
     urls = [http_server.item_url(i) for i in range(4)] + [http_server.item_url(i, fault="stall") for i in range(4, 16)]
     it = iter(PyDataloader(HttpDataset(urls, timeout=None), batch_size=4, num_workers=2, item_concurrency=4))
     assert next(it) == [item_body(i) for i in range(4)]
-    assert _wait_until(lambda: http_server.in_flight == 8)
+    assert wait_until(lambda: http_server.in_flight == 8)
     start = time.monotonic()
     del it
     assert time.monotonic() - start < 5
-    assert _wait_until(lambda: http_server.in_flight == 0)
+    assert wait_until(lambda: http_server.in_flight == 0)
     assert {r.outcome for r in http_server.requests if r.path != "/item/0" and int(r.path.split("/")[-1]) >= 4} <= {
         "stall",
         "client-gone",

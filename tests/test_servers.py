@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from conftest import wait_until
 from servers._common import (
     ALLOW_MISSING_ENV,
     METADATA_BLACKHOLE,
@@ -91,15 +92,6 @@ def _split_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     return status, headers, body
-
-
-def _wait_until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 def _port_closed(port: int) -> bool:
@@ -298,7 +290,7 @@ def test_http_idle_timeout_closes_idle_connections(
         while not got.endswith(b"item-4"):
             got += sock.recv(65536)
         assert sock.recv(65536) == b""  # closed by the server once idle, well before the 10 s timeout
-    assert _wait_until(lambda: server.open_connections == 0)
+    assert wait_until(lambda: server.open_connections == 0, timeout=20)
 
 
 def test_http_connection_close_request_closes(http_server: HttpTestServer) -> None:
@@ -332,7 +324,7 @@ def test_http_serves_64_concurrent_requests_and_counts_in_flight(
     threads = [threading.Thread(target=fetch, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
-    reached = _wait_until(lambda: http_server.in_flight == n, timeout=30)
+    reached = wait_until(lambda: http_server.in_flight == n, timeout=30)
     for t in threads:
         t.join(timeout=40)
     assert reached, f"in flight peaked at {http_server.max_in_flight}"
@@ -340,7 +332,7 @@ def test_http_serves_64_concurrent_requests_and_counts_in_flight(
     assert http_server.max_open_connections >= n
     assert errors == []
     assert sorted(results) == sorted(item_body(i) for i in range(n))
-    assert _wait_until(lambda: http_server.in_flight == 0)
+    assert wait_until(lambda: http_server.in_flight == 0, timeout=20)
 
 
 def test_http_delay_default_and_query(
@@ -474,7 +466,7 @@ def test_http_stall_sends_headers_then_nothing(http_server: HttpTestServer) -> N
             sock.recv(65536)
         assert http_server.in_flight == 1
     # the client left: the server notices and ends the stall
-    assert _wait_until(lambda: http_server.in_flight == 0)
+    assert wait_until(lambda: http_server.in_flight == 0, timeout=20)
     assert http_server.requests[0].outcome == "stall"
 
 
@@ -538,7 +530,7 @@ def test_http_stop_joins_thread_and_closes_connections() -> None:
         while not got.endswith(b"item-1"):
             got += idle.recv(65536)
         stalled.sendall(b"GET /bytes/10?fault=stall HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert _wait_until(lambda: server.in_flight == 1)
+        assert wait_until(lambda: server.in_flight == 1, timeout=20)
     finally:
         server.stop()
     assert not server.running

@@ -15,7 +15,7 @@ import pytest
 from dataloader_rs import PyDataloader, PyDataset
 from dataloader_rs._native import parked_workers
 
-from conftest import Range, in_forked_child
+from conftest import Range, in_forked_child, wait_until
 
 
 class Blocking(PyDataset):
@@ -280,34 +280,27 @@ def test_threading_local_values_live_as_long_as_the_worker_thread(workers, k):
     assert threading.get_native_id() not in ds.builds
 
 
-def _wait_until(cond) -> bool:
-    deadline = time.monotonic() + 30
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    return cond()
-
-
 def test_a_loader_made_after_another_was_dropped_runs_on_its_threads():
     # A fresh loader per epoch keeps its threads, and their threading.local tables: the
     # threads of a dropped loader wait (WORKER_KEEP, 2 s) for the next loader to take them.
     # Threads parked by earlier tests' loaders (some only freed by a collection) end first, so
     # only this test's are parked.
     gc.collect()
-    assert _wait_until(lambda: parked_workers() == 0)
+    assert wait_until(lambda: parked_workers() == 0, timeout=30)
     ds = PerThreadTable(640)
     first = PyDataloader(ds, batch_size=8, num_workers=1)
     assert [i for b in first for i in b] == list(range(640))
     assert len(ds.builds) == 1
     del first
     gc.collect()
-    assert _wait_until(lambda: parked_workers() == 1)
+    assert wait_until(lambda: parked_workers() == 1, timeout=30)
     for _ in range(3):
         loader = PyDataloader(ds, batch_size=8, num_workers=1)
         assert [i for b in loader for i in b] == list(range(640))
         assert parked_workers() == 0, "the new loader took the parked thread"
         del loader
         gc.collect()
-        assert _wait_until(lambda: parked_workers() == 1)
+        assert wait_until(lambda: parked_workers() == 1, timeout=30)
     assert len(ds.builds) == 1, "the table was built again: the thread was not reused"
 
     # Two workers: the parked thread and a new one; both go to the lot, and the next loader
@@ -317,7 +310,7 @@ def test_a_loader_made_after_another_was_dropped_runs_on_its_threads():
     assert parked_workers() == 0
     del pair
     gc.collect()
-    assert _wait_until(lambda: parked_workers() == 2)
+    assert wait_until(lambda: parked_workers() == 2, timeout=30)
     again = PyDataloader(Range(64), batch_size=4, num_workers=2)
     it = iter(again)
     assert parked_workers() == 0
@@ -335,7 +328,7 @@ def test_a_forked_child_does_not_count_on_its_parents_parked_threads():
     assert len(list(loader)) == 8
     del loader
     gc.collect()
-    assert _wait_until(lambda: parked_workers() >= 2)
+    assert wait_until(lambda: parked_workers() >= 2, timeout=30)
 
     def child():
         before = parked_workers()
