@@ -118,6 +118,7 @@ pub struct Epoch<S: Source> {
     cancelled: Arc<AtomicBool>,
     item_concurrency: usize,
     num_batches: u64,
+    number: u64,
     mode: Mode<S>,
 }
 
@@ -139,6 +140,7 @@ impl<S: Source> Epoch<S> {
         pool: Pool,
         config: &Config,
         start: u64,
+        number: u64,
         stats: Arc<Stats>,
     ) -> Self {
         let Config {
@@ -174,7 +176,7 @@ impl<S: Source> Epoch<S> {
             let runners = u64::try_from(num_workers)
                 .unwrap_or(u64::MAX)
                 .min(num_batches - start);
-            for _ in 0..runners {
+            for worker in 0..runners {
                 let (shared, source, plan) =
                     (Arc::clone(&shared), Arc::clone(&source), Arc::clone(&plan));
                 let ctx = BatchCtx {
@@ -182,6 +184,8 @@ impl<S: Source> Epoch<S> {
                     item_concurrency,
                     pool: pool.clone(),
                     batch: 0,
+                    worker: usize::try_from(worker).ok(),
+                    epoch: number,
                 };
                 pool.execute(move || run_worker(&shared, &*source, &plan, ctx, num_batches));
             }
@@ -195,6 +199,7 @@ impl<S: Source> Epoch<S> {
             cancelled,
             item_concurrency,
             num_batches,
+            number,
             mode,
         }
     }
@@ -264,6 +269,8 @@ impl<S: Source> Epoch<S> {
             item_concurrency: self.item_concurrency,
             pool: self.pool.clone(),
             batch: b,
+            worker: None,
+            epoch: self.number,
         };
         let t = Instant::now();
         let outcome = load(&*self.source, &indices, &ctx);

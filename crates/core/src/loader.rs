@@ -170,14 +170,32 @@ impl<S: Source> Loader<S> {
     /// (mid-epoch resume). The order and batch size decide the batches, so a resumed epoch
     /// gives the same batches whatever the number of workers.
     pub fn epoch_from(&self, order: Order, start: u64) -> Epoch<S> {
+        self.epoch_numbered(order, start, 0)
+    }
+
+    /// [`Self::epoch_from`], with `number` for the batches to read from
+    /// [`crate::BatchCtx::epoch_number`] (per-epoch seeds of a source).
+    pub fn epoch_numbered(&self, order: Order, start: u64, number: u64) -> Epoch<S> {
+        let c = &self.config;
+        self.epoch_of_plan(
+            EpochPlan::new(order, c.batch_size, c.drop_last),
+            start,
+            number,
+        )
+    }
+
+    /// An epoch of `plan` (batches of any size: see [`EpochPlan::with_bounds`]), from batch
+    /// `start`, numbered `number`.
+    pub fn epoch_of_plan(&self, plan: EpochPlan, start: u64, number: u64) -> Epoch<S> {
         let pool = lock(&self.pool).for_this_process().clone();
         let c = &self.config;
         Epoch::start(
             Arc::clone(&self.source),
-            EpochPlan::new(order, c.batch_size, c.drop_last),
+            plan,
             pool,
             c,
             start,
+            number,
             Arc::clone(&self.stats),
         )
     }

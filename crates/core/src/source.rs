@@ -47,6 +47,8 @@ pub struct BatchCtx {
     pub(crate) item_concurrency: usize,
     pub(crate) pool: Pool,
     pub(crate) batch: u64,
+    pub(crate) worker: Option<usize>,
+    pub(crate) epoch: u64,
 }
 
 impl BatchCtx {
@@ -66,6 +68,19 @@ impl BatchCtx {
     #[must_use]
     pub fn batch_number(&self) -> u64 {
         self.batch
+    }
+
+    /// The worker loading the batch, `0..num_workers`; `None` when the batch loads on the
+    /// consumer's thread (no workers).
+    #[must_use]
+    pub fn worker(&self) -> Option<usize> {
+        self.worker
+    }
+
+    /// The number the loader gave the epoch (see [`crate::Loader::epoch_numbered`]).
+    #[must_use]
+    pub fn epoch_number(&self) -> u64 {
+        self.epoch
     }
 
     /// Calls `f` on every index, up to [`Self::item_concurrency`] at once: this thread and
@@ -174,6 +189,8 @@ mod tests {
             item_concurrency: k,
             pool: Pool::new(k, "t"),
             batch: 0,
+            worker: None,
+            epoch: 0,
         }
     }
 
