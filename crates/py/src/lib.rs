@@ -8,6 +8,7 @@
 //! - [`attach`]: the loader's threads attach to the interpreter keeping one thread state each.
 //! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
 //!   and Rust datasets.
+//! - [`worker`]: `get_worker_info()` and per-item seeds on the loader's threads.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
 //!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
@@ -30,6 +31,7 @@ pub mod run;
 pub mod seam;
 pub mod source;
 pub mod transforms;
+pub mod worker;
 
 /// The threads of dropped loaders that wait (up to 2 s) for the next loader to take them.
 #[pyfunction]
@@ -48,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<datasets::ObjectStoreDataset>()?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(parked_workers, m)?)?;
+    m.add_function(wrap_pyfunction!(worker::worker_state, m)?)?;
     let exiting = wrap_pyfunction!(attach::interpreter_exiting, m)?;
     m.py()
         .import("atexit")?

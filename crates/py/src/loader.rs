@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -35,11 +36,18 @@ impl Source for AnySource {
     type Error = PyErr;
 
     fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
-        match self {
-            Self::Python(s) => s.load_batch(indices, ctx),
-            Self::Rust(s) => s.load_batch(indices, ctx),
-            Self::Async(s) => s.load_batch(indices, ctx),
-        }
+        let info = &self.pipeline().info;
+        crate::worker::scope(
+            info,
+            ctx.worker(),
+            ctx.epoch_number(),
+            None,
+            || match self {
+                Self::Python(s) => s.load_batch(indices, ctx),
+                Self::Rust(s) => s.load_batch(indices, ctx),
+                Self::Async(s) => s.load_batch(indices, ctx),
+            },
+        )
     }
 
     fn session<R>(&self, f: impl FnOnce() -> R) -> R {
@@ -47,6 +55,17 @@ impl Source for AnySource {
             Self::Python(s) => s.session(f),
             // These wait on tokio with the interpreter released.
             Self::Rust(_) | Self::Async(_) => f(),
+        }
+    }
+}
+
+impl AnySource {
+    /// The transform and collation of the loader.
+    fn pipeline(&self) -> &Pipeline {
+        match self {
+            Self::Python(s) => &s.calls.pipeline,
+            Self::Rust(s) => s.stage.pipeline(),
+            Self::Async(s) => s.stage.pipeline(),
         }
     }
 }
@@ -295,6 +314,35 @@ impl Loader {
         config.num_batches(share)
     }
 
+    /// The items of an epoch of `len` for this rank.
+    fn share_len(&self, len: u64) -> u64 {
+        self.run
+            .shard(Order::Sequential { len }, self.inner.config().drop_last)
+            .len()
+    }
+
+    /// The indices epoch `epoch` loads (this rank's share), over `source`: a dataset length
+    /// (in order, or shuffled with the loader's seed or `seed`) or a sampler's list.
+    #[pyo3(signature = (epoch, source, *, seed=None))]
+    fn order_of(
+        &self,
+        epoch: u64,
+        source: &Bound<'_, PyAny>,
+        seed: Option<u64>,
+    ) -> PyResult<Vec<u64>> {
+        let order = if let Ok(len) = source.extract::<u64>() {
+            match (self.shuffle, seed) {
+                (Some(_), Some(seed)) => Shuffle::seeded(seed).order(len, epoch),
+                (Some(s), None) => s.order(len, epoch),
+                (None, _) => Order::Sequential { len },
+            }
+        } else {
+            Order::Explicit(Arc::new(read_sampler(source)?))
+        };
+        let order = self.run.shard(order, self.inner.config().drop_last);
+        Ok((0..order.len()).map(|p| order.get(p)).collect())
+    }
+
     /// Shards every later epoch: this loader loads rank `rank`'s share of `world_size`.
     fn set_shard(&self, rank: u64, world_size: u64) -> PyResult<()> {
         if world_size == 0 || rank >= world_size {
@@ -304,6 +352,17 @@ impl Loader {
         }
         self.run.set_shard(rank, world_size);
         Ok(())
+    }
+
+    /// What `get_worker_info()` reports on this loader's threads (`info`: dataset,
+    /// num_workers) and the base of its per-item seeds; set once.
+    fn set_worker_info(&self, info: Py<PyAny>, base_seed: u64) -> PyResult<()> {
+        self.inner.source().pipeline().info.set(info, base_seed)
+    }
+
+    /// Every later epoch is whole, not a rank's share.
+    fn clear_shard(&self) {
+        self.run.clear_shard();
     }
 
     /// The number of the next epoch (as `DistributedSampler.set_epoch`).
@@ -377,25 +436,94 @@ impl Loader {
         self.inner.next_epoch_number()
     }
 
-    /// Starts the next epoch over `len` items, in order or shuffled.
-    fn epoch_over(&self, len: u64) -> BatchIterator {
+    /// Starts the next epoch over `len` items, in order or shuffled (with `seed` instead of
+    /// the loader's when given: the seed all ranks of a distributed run share). With
+    /// `timeout` (seconds), a `next()` that waits longer for a batch raises RuntimeError.
+    #[pyo3(signature = (len, *, seed=None, timeout=None))]
+    fn epoch_over(
+        &self,
+        len: u64,
+        seed: Option<u64>,
+        timeout: Option<f64>,
+    ) -> PyResult<BatchIterator> {
+        let timeout = timeout_arg(timeout)?;
         let e = self.inner.advance_epoch();
-        let order = match self.shuffle {
-            Some(s) => s.order(len, e),
-            None => Order::Sequential { len },
+        let order = match (self.shuffle, seed) {
+            (Some(_), Some(seed)) => Shuffle::seeded(seed).order(len, e),
+            (Some(s), None) => s.order(len, e),
+            (None, _) => Order::Sequential { len },
         };
-        self.start(order, e)
+        Ok(self.start(order, e, timeout))
+    }
+
+    /// Starts the next epoch with the batches of `batch_sampler` (an iterable of iterables of
+    /// indices), read whole now; the number of batches of such an epoch is `len` of it.
+    #[pyo3(signature = (batch_sampler, *, timeout=None))]
+    fn epoch_from_batches(
+        &self,
+        batch_sampler: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<BatchIterator> {
+        let timeout = timeout_arg(timeout)?;
+        let (indices, bounds) = read_batches(batch_sampler)?;
+        let e = self.inner.advance_epoch();
+        let plan = dlrs_core::EpochPlan::with_bounds(
+            Order::Explicit(Arc::new(indices)),
+            Arc::from(bounds),
+        );
+        Ok(self.start_plan(plan, e, timeout))
     }
 
     /// Starts the next epoch in the order of `sampler`, read whole now.
-    fn epoch_from_sampler(&self, sampler: &Bound<'_, PyAny>) -> PyResult<BatchIterator> {
+    #[pyo3(signature = (sampler, *, timeout=None))]
+    fn epoch_from_sampler(
+        &self,
+        sampler: &Bound<'_, PyAny>,
+        timeout: Option<f64>,
+    ) -> PyResult<BatchIterator> {
+        let timeout = timeout_arg(timeout)?;
         let indices = read_sampler(sampler)?;
         let e = self.inner.advance_epoch();
-        Ok(self.start(Order::Explicit(Arc::new(indices)), e))
+        Ok(self.start(Order::Explicit(Arc::new(indices)), e, timeout))
     }
 }
 
 impl Loader {
+    /// Starts an epoch of `plan` (never sharded: a batch sampler's batches are the user's).
+    fn start_plan(
+        &self,
+        plan: dlrs_core::EpochPlan,
+        number: u64,
+        timeout: Option<Duration>,
+    ) -> BatchIterator {
+        self.skipper.new_epoch(plan.order().len());
+        let epoch = self
+            .inner
+            .epoch_of_plan(plan, self.run.take_start(), number);
+        self.iterator(epoch, number, timeout)
+    }
+
+    fn iterator(
+        &self,
+        epoch: Epoch<AnySource>,
+        number: u64,
+        timeout: Option<Duration>,
+    ) -> BatchIterator {
+        let config = *self.inner.config();
+        self.run
+            .record(number, epoch.position(), epoch.num_batches());
+        BatchIterator {
+            run: Arc::clone(&self.run),
+            number,
+            epoch,
+            busy: AtomicBool::new(false),
+            _event_loop: self.event_loop.clone(),
+            workers: config.num_workers > 0,
+            timeout,
+            inline_releases: config.num_workers == 0 && config.item_concurrency > 1,
+        }
+    }
+
     /// The set-up shared by the Rust and async datasets: their tokio runtime, the transform
     /// pool, and a core loader over the source `make` builds from them.
     fn over_futures(
@@ -421,22 +549,27 @@ impl Loader {
         })
     }
 
-    fn start(&self, order: Order, number: u64) -> BatchIterator {
+    fn start(&self, order: Order, number: u64, timeout: Option<Duration>) -> BatchIterator {
         let config = *self.inner.config();
         let order = self.run.shard(order, config.drop_last);
         self.skipper.new_epoch(order.len());
-        let epoch = self.inner.epoch_from(order, self.run.take_start());
-        self.run
-            .record(number, epoch.position(), epoch.num_batches());
-        BatchIterator {
-            run: Arc::clone(&self.run),
-            number,
-            epoch,
-            busy: AtomicBool::new(false),
-            _event_loop: self.event_loop.clone(),
-            workers: config.num_workers > 0,
-            inline_releases: config.num_workers == 0 && config.item_concurrency > 1,
-        }
+        let epoch = self
+            .inner
+            .epoch_numbered(order, self.run.take_start(), number);
+        self.iterator(epoch, number, timeout)
+    }
+}
+
+/// `timeout=` in seconds: None or 0 waits as long as it takes.
+fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    match timeout {
+        None => Ok(None),
+        Some(0.0) => Ok(None),
+        Some(t) => Duration::try_from_secs_f64(t).map(Some).map_err(|_| {
+            PyValueError::new_err(format!(
+                "timeout must be a non-negative number of seconds, got {t}"
+            ))
+        }),
     }
 }
 
@@ -458,6 +591,42 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
     }
     out.shrink_to_fit();
     Ok(out)
+}
+
+/// Reads a batch sampler whole: its indices, and where each batch starts (then the end).
+fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>)> {
+    let iter = batch_sampler.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "batch_sampler must be an iterable of lists of ints, got {}",
+            batch_sampler
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        ))
+    })?;
+    let mut out = Indices::default();
+    let mut bounds = vec![0u64];
+    let mut len = 0u64;
+    for batch in iter {
+        let batch = batch?;
+        let items = batch.try_iter().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "the batch sampler yielded {} of type {}: each batch must be an iterable of indices",
+                batch.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                batch
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            ))
+        })?;
+        for item in items {
+            out.push(index_of(&item?)?);
+            len += 1;
+        }
+        bounds.push(len);
+    }
+    out.shrink_to_fit();
+    Ok((out, bounds))
 }
 
 fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -505,6 +674,8 @@ pub struct BatchIterator {
     /// Keeps the event loop of a `PyAsyncDataset` open while the iterator lives.
     _event_loop: Option<Arc<CloseOnDrop>>,
     workers: bool,
+    /// How long `next()` waits for a batch before it raises (workers only).
+    timeout: Option<Duration>,
     /// Without workers but with concurrent items, this thread waits for helpers that need the
     /// interpreter, so it releases it while the batch loads.
     inline_releases: bool,
@@ -542,9 +713,27 @@ impl BatchIterator {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let _busy = Busy::enter(&self.busy)?;
         let recv = if self.workers {
-            wait_interruptibly(py, |timeout| match self.epoch.recv(timeout) {
-                Recv::Pending => Slice::Pending,
-                other => Slice::Ready(other),
+            let deadline = self.timeout.map(|t| (t, Instant::now() + t));
+            wait_interruptibly(py, |slice| {
+                let slice = match (slice, deadline) {
+                    (Some(s), Some((_, d))) => {
+                        Some(s.min(d.saturating_duration_since(Instant::now())))
+                    }
+                    (s, _) => s,
+                };
+                match self.epoch.recv(slice) {
+                    Recv::Pending => match deadline {
+                        Some((t, d)) if Instant::now() >= d => Slice::Ready(Err(t)),
+                        _ => Slice::Pending,
+                    },
+                    other => Slice::Ready(Ok(other)),
+                }
+            })?
+            .map_err(|t| {
+                PyRuntimeError::new_err(format!(
+                    "no batch arrived within timeout={} seconds",
+                    t.as_secs_f64()
+                ))
             })?
         } else if self.inline_releases {
             py.detach(|| self.epoch.recv(None))

@@ -18,6 +18,7 @@ use dlrs_transforms::{Collator, Image, Item, Transform};
 use crate::batch::{ImageBatch, ImageCollator, collate_list};
 use crate::errors::image_error;
 use crate::transforms::{PyTransform, item_from_py, item_into_py};
+use crate::worker::ItemInfo;
 
 /// One item between the dataset and the batch.
 pub enum Sample {
@@ -63,6 +64,8 @@ pub struct Pipeline {
     pub transform: Option<ItemTransform>,
     pub collate: Collate,
     pub return_indices: bool,
+    /// What `get_worker_info()` and `item_seed()` report on this loader's threads.
+    pub info: ItemInfo,
 }
 
 /// The Rust transform behind `obj`: one of our classes, or `_loader`'s one-argument wrapper
@@ -107,6 +110,7 @@ impl Pipeline {
                 transform,
                 collate,
                 return_indices,
+                info: ItemInfo::default(),
             }
         })
     }
@@ -121,7 +125,9 @@ impl Pipeline {
     ) -> PyResult<Bound<'py, PyAny>> {
         match &self.transform {
             None => Ok(sample),
-            Some(ItemTransform::Python(f)) => f.bind(py).call1((index, sample)),
+            Some(ItemTransform::Python(f)) => {
+                crate::worker::for_item(index, || f.bind(py).call1((index, sample)))
+            }
             Some(ItemTransform::Native(t)) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);

@@ -40,6 +40,11 @@ impl RunState {
         *lock(&self.shard) = Some((rank, world_size));
     }
 
+    /// Every later epoch is whole (not sharded).
+    pub fn clear_shard(&self) {
+        *lock(&self.shard) = None;
+    }
+
     /// This rank's share of `order` (the order itself when not sharded).
     pub fn shard(&self, order: Order, drop_last: bool) -> Order {
         match *lock(&self.shard) {

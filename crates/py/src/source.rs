@@ -41,7 +41,7 @@ impl Calls {
 
     /// `__getitem__(index)` then the transform.
     fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
-        let sample = self.getitem.bind(py).call1((index,))?;
+        let sample = crate::worker::for_item(index, || self.getitem.bind(py).call1((index,)))?;
         self.check_not_coroutine(&sample, "__getitem__")?;
         self.pipeline.transform_attached(py, index, sample)
     }
@@ -146,8 +146,13 @@ impl Source for PySource {
             // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
             // is taken per item, and released while this thread waits for the helpers.
             let calls = Arc::clone(&self.calls);
+            let (worker, epoch) = (ctx.worker(), ctx.epoch_number());
             let items = ctx.map_items(indices, move |i| {
-                crate::attach::attach(|py| calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind)))
+                crate::worker::scope(&calls.pipeline.info, worker, epoch, Some(i), || {
+                    crate::attach::attach(|py| {
+                        calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind))
+                    })
+                })
             })?;
             return crate::attach::attach(|py| {
                 let kept: Vec<u64> = indices

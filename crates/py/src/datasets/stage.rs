@@ -107,6 +107,7 @@ impl Stage {
             .workers
             .as_ref()
             .map(|w| (w.get(), Arc::clone(&self.pipeline)));
+        let (worker, epoch) = crate::worker::current_at();
         async move {
             let Some((workers, pipeline)) = job else {
                 return Ok(sample);
@@ -122,7 +123,9 @@ impl Stage {
                     return; // the batch was abandoned
                 }
                 let result = catch_unwind(AssertUnwindSafe(|| {
-                    pipeline.transform_detached(index, sample)
+                    crate::worker::scope(&pipeline.info, worker, epoch, Some(index), || {
+                        pipeline.transform_detached(index, sample)
+                    })
                 }))
                 .unwrap_or_else(|payload| {
                     let message = payload
