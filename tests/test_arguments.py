@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataloader_rs import PyAsyncDataset, PyDataloader, PyDataset
+from dataloader_rs import PyAsyncDataset, PyDataloader, PyDataset, SequentialSampler
 
 from conftest import Range
 
@@ -14,7 +14,8 @@ def test_defaults():
     assert loader.batch_size == 1
     assert loader.shuffle is False
     assert loader.seed is None
-    assert loader.sampler is None
+    assert isinstance(loader.sampler, SequentialSampler)
+    assert list(loader.sampler) == [0, 1, 2]
     assert loader.num_workers == 0
     assert loader.prefetch_depth == 2
     assert loader.transform is None

@@ -8,11 +8,13 @@ transforms) runs in parallel.
 from dataloader_rs import transforms
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._errors import Failure, TooManyFailures
-from dataloader_rs._loader import PyDataloader
+from dataloader_rs._loader import BatchSampler, PyDataloader, RandomSampler, SequentialSampler
 from dataloader_rs._native import FileDataset, HttpDataset, ObjectStoreDataset, __version__
+from dataloader_rs._workers import WorkerInfo, get_worker_info, item_seed
 from dataloader_rs.transforms import Image, ImageBatch, ImageCollator
 
 __all__ = [
+    "BatchSampler",
     "Failure",
     "FileDataset",
     "HttpDataset",
@@ -23,7 +25,12 @@ __all__ = [
     "PyAsyncDataset",
     "PyDataloader",
     "PyDataset",
+    "RandomSampler",
+    "SequentialSampler",
     "TooManyFailures",
+    "WorkerInfo",
     "__version__",
+    "get_worker_info",
+    "item_seed",
     "transforms",
 ]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import inspect
 import operator
 import os
+import random
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
@@ -12,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from dataloader_rs import _aio, _native
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._errors import Failure
+from dataloader_rs._workers import get_worker_info
 
 B = TypeVar("B")
 
@@ -81,69 +85,274 @@ def _check_async_dataset(dataset: object) -> None:
             )
 
 
-def _one_argument(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` takes exactly one positional argument (a torchvision Compose, say)."""
+def _takes_index(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is called as ``fn(index, sample)``: only when it really takes two
+    positional arguments (exactly two without a default). Everything else — one positional
+    argument, ``*inputs`` (torchvision v2), builtins without a signature such as
+    ``torch.as_tensor`` — is called as ``fn(sample)``. An ``nn.Module`` is judged by its
+    ``forward``."""
+    forward = getattr(fn, "forward", None)
+    target = forward if callable(forward) and not inspect.isroutine(fn) else fn
     try:
-        sig = inspect.signature(fn)
+        sig = inspect.signature(target)
     except (TypeError, ValueError):
         return False
-    positional = 0
-    for p in sig.parameters.values():
-        if p.kind is p.VAR_POSITIONAL:
-            return False
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            if p.default is not p.empty and positional >= 1:
-                continue
-            positional += 1
-    return positional == 1
+    required = sum(
+        1
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    )
+    return required == 2
 
 
 def _two_argument(transform: Callable[..., Any]) -> Callable[[int, Any], Any]:
-    if _one_argument(transform):
+    if _takes_index(transform):
+        return transform
 
-        def apply(index: int, sample: Any) -> Any:
-            return transform(sample)
+    def apply(index: int, sample: Any) -> Any:
+        return transform(sample)
 
-        apply.__wrapped__ = transform  # type: ignore[attr-defined]
-        return apply
-    return transform
+    apply.__wrapped__ = transform  # type: ignore[attr-defined]
+    return apply
+
+
+def _pinning(collate_fn: Callable[[list[Any]], Any] | None, pin: bool, device: str) -> Any:
+    """``collate_fn``, then the batch's tensors pinned where CUDA is available (as torch's
+    ``pin_memory=True``); without an accelerator, a warning and nothing pinned, as torch does."""
+    if not pin:
+        return collate_fn
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+    if torch is None or not torch.cuda.is_available():
+        warnings.warn(
+            "pin_memory=True but no CUDA device is available: batches are not pinned",
+            UserWarning,
+            stacklevel=3,
+        )
+        return collate_fn
+    from torch.utils.data._utils.pin_memory import pin_memory as pin_batch
+
+    def collate_and_pin(samples: list[Any]) -> Any:
+        batch = samples if collate_fn is None else collate_fn(samples)
+        return pin_batch(batch, device or None)  # type: ignore[no-untyped-call]
+
+    return collate_and_pin
+
+
+def _with_worker_init(
+    init: Callable[[int], None], getitem: Callable[[int], Any], getitems: Callable[[list[int]], Any] | None
+) -> tuple[Callable[[int], Any], Callable[[list[int]], Any] | None]:
+    """``getitem`` / ``getitems`` that first call ``init(worker_id)`` once on each worker thread
+    of this loader (per loader: a thread kept for a later loader runs that loader's init)."""
+    done = threading.local()
+
+    def ensure() -> None:
+        if not getattr(done, "ran", False):
+            info = get_worker_info()
+            if info is not None:
+                done.ran = True
+                init(info.id)
+
+    def getitem_init(index: int) -> Any:
+        ensure()
+        return getitem(index)
+
+    if getitems is None:
+        return getitem_init, None
+    many = getitems
+
+    def getitems_init(indices: list[int]) -> Any:
+        ensure()
+        return many(indices)
+
+    return getitem_init, getitems_init
+
+
+#: Configuration attributes that cannot change once a loader is made (setting one raises,
+#: as torch's DataLoader does for its own: a silently ignored setting is worse).
+_FROZEN = frozenset(
+    {
+        "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
+        "prefetch_depth", "prefetch_factor", "transform", "collate_fn", "drop_last",
+        "item_concurrency", "return_indices", "runtime_threads", "persistent_workers",
+        "pin_memory", "pin_memory_device", "timeout", "worker_init_fn", "generator",
+        "in_order", "multiprocessing_context", "max_failures", "rank", "world_size", "seed",
+    }
+)  # fmt: skip
+
+#: The seed every rank shuffles with when the run is distributed and no seed was given
+#: (torch's DistributedSampler default): all ranks must draw the same permutation.
+DISTRIBUTED_SEED = 0
+
+
+def _generator_seed(generator: object) -> int:
+    initial_seed = getattr(generator, "initial_seed", None)
+    if not callable(initial_seed):
+        raise TypeError(f"generator must be a torch.Generator, got {_type_name(generator)}")
+    return int(initial_seed()) % _U64
+
+
+def _draw_base_seed() -> int:
+    """The base of the per-item seeds when none was given: drawn from torch's global RNG when
+    torch is in use (so ``torch.manual_seed`` / ``seed_everything`` make a run reproducible, as
+    with torch's DataLoader), else from ``random``'s."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            return int(torch.empty((), dtype=torch.int64).random_().item()) % _U64
+        except Exception:
+            pass
+    return random.getrandbits(64)
+
+
+def _distributed() -> tuple[int, int] | None:
+    """Rank and world size of the run this process belongs to, or None when it is alone.
+
+    In order: an initialised ``torch.distributed`` (only looked at when torch was imported),
+    then torchrun's ``RANK`` / ``WORLD_SIZE``. A world size above 1 whose rank cannot be told
+    is an error, never rank 0: two processes reading the same share lose the other half.
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    world = os.environ.get("WORLD_SIZE")
+    if world is None:
+        return None
+    world_size = _int_arg("the WORLD_SIZE environment variable", int(world), 1)
+    if world_size == 1:
+        return None
+    rank = os.environ.get("RANK")
+    if rank is None:
+        raise RuntimeError(
+            f"WORLD_SIZE={world_size} is set but RANK is not, and torch.distributed is not "
+            "initialised: this process cannot tell which share of the data is its own. Start "
+            "the epoch after init_process_group (Lightning and Accelerate do so), set RANK, "
+            "or pass rank= and world_size="
+        )
+    rank_value = _int_arg("the RANK environment variable", int(rank), 0)
+    if rank_value >= world_size:
+        raise ValueError(f"RANK={rank_value} is not below WORLD_SIZE={world_size}")
+    return rank_value, world_size
+
+
+class _LoaderInfo:
+    """What ``get_worker_info()`` reports of a loader (kept by the native loader)."""
+
+    __slots__ = ("dataset", "num_workers")
+
+    def __init__(self, dataset: Any, num_workers: int) -> None:
+        self.dataset = dataset
+        self.num_workers = num_workers
+
+
+class SequentialSampler:
+    """``loader.sampler`` of a loader without shuffle or sampler: the indices in order."""
+
+    def __init__(self, loader: PyDataloader[Any]) -> None:
+        self._loader = loader
+
+    def __len__(self) -> int:
+        return self._loader._share_len()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._loader._epoch_order(self._loader._native.epoch))
+
+
+class RandomSampler(SequentialSampler):
+    """``loader.sampler`` of a shuffling loader: iterating it gives the order of the next epoch
+    (this rank's share), without starting it."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self._loader.set_epoch(epoch)
+
+
+class BatchSampler:
+    """``loader.batch_sampler`` of a loader cutting its sampler into batches of ``batch_size``."""
+
+    def __init__(self, loader: PyDataloader[Any]) -> None:
+        self._loader = loader
+        self.sampler = loader.sampler
+        self.batch_size = loader.batch_size
+        self.drop_last = loader.drop_last
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(self.sampler)
+        bs = int(self.batch_size or 1)
+        for start in range(0, len(order), bs):
+            batch = order[start : start + bs]
+            if len(batch) < bs and self.drop_last:
+                return
+            yield batch
 
 
 class PyDataloader(Generic[B]):
     """Loads batches of a dataset on worker threads, in order; ``torch.utils.data.DataLoader``'s
-    interface. Iterating it again starts a new epoch.
+    interface (its arguments in its positional order), with threads for workers. Iterating it
+    again starts a new epoch.
 
     Args:
         dataset: a ``PyDataset`` (or any object with ``__len__`` and ``__getitem__``), a
             ``PyAsyncDataset``, or a Rust dataset.
         batch_size: samples per batch (at least 1).
         shuffle: a new random order every epoch; not with ``sampler``.
-        seed: the seed of ``shuffle=True`` (only with it): the same seed gives the same epochs.
-        sampler: an iterable of int indices, read whole at the start of each epoch.
+        sampler: an iterable of int indices, read whole at the start of each epoch; never
+            sharded unless ``rank``/``world_size`` are given.
+        batch_sampler: an iterable of lists of indices, one per batch (not with
+            ``batch_size``, ``shuffle``, ``sampler`` or ``drop_last``).
         num_workers: batches loaded in parallel on threads; 0 loads on the calling thread.
+        collate_fn: ``f(list_of_samples) -> batch``; without it a batch is a list.
+        pin_memory: pin each batch's tensors where CUDA is available (a warning otherwise).
+        drop_last: drop the last batch of an epoch when it is short.
+        timeout: seconds a ``next()`` waits for a batch from the workers before RuntimeError.
+        worker_init_fn: ``f(worker_id)``, once on each worker thread of the loader.
+        multiprocessing_context: unused (workers are threads); a warning when given.
+        generator: a ``torch.Generator`` whose seed seeds the shuffle and the item seeds.
+        prefetch_factor: batches per worker in progress or waiting (torch's meaning).
+        persistent_workers: accepted; worker threads always persist.
+        pin_memory_device: the device to pin for.
+        in_order: accepted; batches always come in sampler order.
+        seed: the seed of ``shuffle=True`` (only with it): the same seed gives the same epochs.
         prefetch_depth: batches that may wait beyond the ``num_workers`` in progress (≥ 1).
         transform: ``f(index, sample) -> sample`` for every item, before ``collate_fn``; a
-            one-argument callable is called as ``f(sample)``.
-        collate_fn: ``f(list_of_samples) -> batch``; without it a batch is a list.
-        drop_last: drop the last batch of an epoch when it is short.
+            callable taking one positional argument is called as ``f(sample)``.
         item_concurrency: items of one batch fetched in parallel, one ``__getitem__`` each.
         return_indices: each batch comes as ``(batch, indices)``.
         runtime_threads: threads of the async runtime (async and Rust datasets only), 1 to 1024.
+        rank, world_size: load this rank's share (otherwise found from torch.distributed or
+            torchrun's environment when an epoch starts).
+        max_failures: skip failed items, at most a count or a fraction of the epoch.
     """
 
     def __init__(
         self,
         dataset: Any,
-        batch_size: int = 1,
-        shuffle: bool | None = False,
-        *,
-        seed: int | None = None,
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
         sampler: Iterable[int] | None = None,
+        batch_sampler: Iterable[Iterable[int]] | None = None,
         num_workers: int = 0,
-        prefetch_depth: int = 2,
-        transform: Callable[..., Any] | None = None,
         collate_fn: Callable[[list[Any]], B] | None = None,
+        pin_memory: bool = False,
         drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: Any = None,
+        generator: Any = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        seed: int | None = None,
+        prefetch_depth: int = _MISSING,
+        transform: Callable[..., Any] | None = None,
         item_concurrency: int = _MISSING,
         return_indices: bool = False,
         runtime_threads: int | None = None,
@@ -151,7 +360,9 @@ class PyDataloader(Generic[B]):
         rank: int | None = None,
         world_size: int | None = None,
         max_failures: float | None = None,
+        _base_seed: int | None = None,
     ) -> None:
+        self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if items_in_parallel is not _MISSING:
             warnings.warn(
                 "items_in_parallel is deprecated: use item_concurrency",
@@ -164,9 +375,56 @@ class PyDataloader(Generic[B]):
         if item_concurrency is _MISSING:
             item_concurrency = 1
 
-        self.batch_size = _int_arg("batch_size", batch_size, 1)
-        self.num_workers = _int_arg("num_workers", num_workers, 0)
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler gives whole batches: it cannot be combined with batch_size, "
+                    "shuffle, sampler or drop_last"
+                )
+            if not isinstance(batch_sampler, Iterable):
+                raise TypeError(f"batch_sampler must be an iterable of lists of ints, got {_type_name(batch_sampler)}")
+            if rank is not None or world_size is not None:
+                raise ValueError("batch_sampler gives whole batches: shard them in the batch sampler, not with rank=")
+        num_workers = _int_arg("num_workers", num_workers, 0)
+        if prefetch_factor is not None:
+            if prefetch_depth is not _MISSING:
+                raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
+            if num_workers == 0:
+                raise ValueError("prefetch_factor needs num_workers > 0 (it counts batches per worker)")
+            prefetch_factor = _int_arg("prefetch_factor", prefetch_factor, 1)
+            prefetch_depth = max(1, (prefetch_factor - 1) * num_workers)
+        if prefetch_depth is _MISSING:
+            prefetch_depth = 2
+        if not isinstance(persistent_workers, bool):
+            raise TypeError(f"persistent_workers must be a bool, got {persistent_workers!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers=True needs num_workers > 0")
+        if not isinstance(pin_memory, bool):
+            raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
+        if not isinstance(in_order, bool):
+            raise TypeError(f"in_order must be a bool, got {in_order!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+        if timeout < 0:
+            raise ValueError(f"timeout must be non-negative, got {timeout}")
+        if multiprocessing_context is not None:
+            warnings.warn(
+                "multiprocessing_context is not used: dataloader_rs workers are threads of this process",
+                UserWarning,
+                stacklevel=2,
+            )
+        if generator is not None:
+            if seed is not None:
+                raise TypeError("give seed or generator, not both")
+            if shuffle:
+                seed = _generator_seed(generator)
+        _callable_arg("worker_init_fn", worker_init_fn)
+
+        self._initialized = False
+        self.batch_size = None if batch_sampler is not None else _int_arg("batch_size", batch_size, 1)
+        self.num_workers = num_workers
         self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
+        self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if num_workers else None)
         self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1)
         if shuffle is None:
             shuffle = False
@@ -195,6 +453,11 @@ class PyDataloader(Generic[B]):
         if is_async or is_rust:
             if runtime_threads is not None:
                 runtime_threads = _int_arg("runtime_threads", runtime_threads, 1, 1024)
+            if worker_init_fn is not None:
+                raise ValueError(
+                    "worker_init_fn runs on the worker threads of a PyDataset; the items of "
+                    f"{type(dataset).__name__} are fetched without them"
+                )
         elif runtime_threads is not None:
             raise ValueError(
                 "runtime_threads sizes the async runtime of async and Rust datasets; "
@@ -207,15 +470,29 @@ class PyDataloader(Generic[B]):
 
         self.dataset = dataset
         self.shuffle = shuffle
-        self.sampler = sampler
         self.transform = transform
         self.collate_fn = collate_fn
         self.drop_last = drop_last
         self.return_indices = return_indices
         self.runtime_threads = runtime_threads
+        self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self.persistent_workers = persistent_workers
+        self.timeout = float(timeout)
+        self.worker_init_fn = worker_init_fn
+        self.generator = generator
+        self.in_order = in_order
+        self.multiprocessing_context = multiprocessing_context
+        self._sampler = sampler
+        self._batch_sampler = batch_sampler
+        self._user_seed = seed
+        self._dist_seed: int | None = None
+        #: (epoch, position) of the latest iterator when made: see ``_unused_epoch``.
+        self._last_iter: tuple[int, int] | None = None
 
+        collate = _pinning(collate_fn, pin_memory, pin_memory_device)
         common: dict[str, Any] = {
-            "batch_size": self.batch_size,
+            "batch_size": self.batch_size or 1,
             "num_workers": self.num_workers,
             "prefetch_depth": self.prefetch_depth,
             "item_concurrency": self.item_concurrency,
@@ -227,12 +504,9 @@ class PyDataloader(Generic[B]):
         wrapped = None if transform is None else _two_argument(transform)
         if is_rust:
             self._native = _native.Loader.over_rust(
-                dataset, wrapped, collate_fn, runtime_threads=runtime_threads, **common
+                dataset, wrapped, collate, runtime_threads=runtime_threads, **common
             )
-            self.seed = self._native.seed
-            self._setup_run(rank, world_size, max_failures)
-            return
-        if is_async:
+        elif is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
             # iterators are gone.
             event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
@@ -243,52 +517,76 @@ class PyDataloader(Generic[B]):
                     dataset.__getitem__,
                     getitems,
                     wrapped,
-                    collate_fn,
+                    collate,
                     runtime_threads=runtime_threads,
                     **common,
                 )
             except BaseException:
                 event_loop.close()
                 raise
-            self.seed = self._native.seed
-            self._setup_run(rank, world_size, max_failures)
-            return
-
-        getitems = getattr(dataset, "__getitems__", None)
-        if getitems is not None and not callable(getitems):
-            raise TypeError(f"{type(dataset).__name__}.__getitems__ must be a method or None")
-        self._native = _native.Loader(
-            dataset.__getitem__,
-            getitems,
-            None if transform is None else _two_argument(transform),
-            collate_fn,
-            batch_size=self.batch_size,
-            num_workers=self.num_workers,
-            prefetch_depth=self.prefetch_depth,
-            item_concurrency=self.item_concurrency,
-            drop_last=drop_last,
-            return_indices=return_indices,
-            shuffle=shuffle,
-            seed=None if seed is None else seed % _U64,
-        )
-        self.seed = self._native.seed
+        else:
+            getitem = dataset.__getitem__
+            getitems = getattr(dataset, "__getitems__", None)
+            if getitems is not None and not callable(getitems):
+                raise TypeError(f"{type(dataset).__name__}.__getitems__ must be a method or None")
+            if worker_init_fn is not None and num_workers > 0:
+                getitem, getitems = _with_worker_init(worker_init_fn, getitem, getitems)
+            self._native = _native.Loader(getitem, getitems, wrapped, collate, **common)
+        base_seed: Any
+        if shuffle:
+            base_seed = self._native.seed
+        elif _base_seed is not None:
+            base_seed = _base_seed
+        elif generator is not None:
+            base_seed = _generator_seed(generator)
+        else:
+            base_seed = _draw_base_seed()
+        self._base_seed = int(base_seed) % _U64
+        self._native.set_worker_info(_LoaderInfo(dataset, num_workers), self._base_seed)
         self._setup_run(rank, world_size, max_failures)
+        self._initialized = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FROZEN and getattr(self, "_initialized", False):
+            raise ValueError(
+                f"{name} cannot be changed once the loader is made (it would be silently "
+                "ignored): make a new PyDataloader"
+            )
+        object.__setattr__(self, name, value)
+
+    @property
+    def sampler(self) -> Any:
+        """The sampler given, or one that shows the loader's own order (``SequentialSampler``,
+        ``RandomSampler``), as torch's DataLoader always has one."""
+        if self._sampler is not None:
+            return self._sampler
+        return RandomSampler(self) if self.shuffle else SequentialSampler(self)
+
+    @property
+    def batch_sampler(self) -> Any:
+        """The batch sampler given, or a ``BatchSampler`` over ``sampler``."""
+        if self._batch_sampler is not None:
+            return self._batch_sampler
+        return BatchSampler(self)
+
+    @property
+    def seed(self) -> int | None:
+        """The shuffle's seed (drawn when none was given; in a distributed run without a seed,
+        the one all ranks share), or None without shuffle."""
+        if self._dist_seed is not None:
+            return self._dist_seed
+        return self._native.seed
 
     def _setup_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
-        """Sharding (explicit, or from torchrun's RANK / WORLD_SIZE) and skipping."""
-        if world_size is None and rank is None and "WORLD_SIZE" in os.environ:
-            world_size = _int_arg("the WORLD_SIZE environment variable", int(os.environ["WORLD_SIZE"]), 1)
-            rank = _int_arg("the RANK environment variable", int(os.environ.get("RANK", "0")), 0)
+        """Explicit sharding (the rest is found when an epoch starts) and skipping."""
         if world_size is None and rank is not None:
-            raise ValueError("rank needs world_size (or the WORLD_SIZE environment variable)")
+            raise ValueError("rank needs world_size")
         if world_size is not None:
             world_size = _int_arg("world_size", world_size, 1)
             rank = 0 if rank is None else rank
             if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
                 raise ValueError(f"rank must be in [0, world_size): got rank {rank!r} of {world_size}")
-            self._native.set_shard(rank, world_size)
-        self.rank = rank
-        self.world_size = world_size
+        self._explicit_shard: tuple[int, int] | None = None if world_size is None else (int(rank or 0), world_size)
         self.max_failures = max_failures
         if max_failures is not None:
             if isinstance(max_failures, bool):
@@ -302,10 +600,58 @@ class PyDataloader(Generic[B]):
                     f"max_failures must be an int (a count) or a float (a fraction), got {_type_name(max_failures)}"
                 )
 
+    def _shard(self) -> tuple[int, int] | None:
+        """This epoch's (rank, world_size): given, or from the distributed run; never for a
+        sampler or batch sampler the user passed (their order is theirs)."""
+        if self._explicit_shard is not None:
+            return self._explicit_shard
+        if self._sampler is not None or self._batch_sampler is not None:
+            return None
+        return _distributed()
+
+    def _apply_shard(self) -> tuple[int, int] | None:
+        shard = self._shard()
+        if shard is None:
+            self._native.clear_shard()
+        else:
+            self._native.set_shard(*shard)
+        distributed_default = shard is not None and shard[1] > 1 and self.shuffle and self._user_seed is None
+        object.__setattr__(self, "_dist_seed", DISTRIBUTED_SEED if distributed_default else None)
+        return shard
+
+    @property
+    def rank(self) -> int | None:
+        """This process's rank when the loader loads a share, else None."""
+        shard = self._shard()
+        return None if shard is None else shard[0]
+
+    @property
+    def world_size(self) -> int | None:
+        """The number of shares when the loader loads one, else None."""
+        shard = self._shard()
+        return None if shard is None else shard[1]
+
     def set_epoch(self, epoch: int) -> None:
         """Makes the next epoch number ``epoch``: its shuffle (and shard) follow from the seed and
-        the number, as with ``DistributedSampler.set_epoch``."""
-        self._native.set_epoch(_int_arg("epoch", epoch, 0))
+        the number, as with ``DistributedSampler.set_epoch``. Called while the epoch just
+        started has handed out nothing and is numbered ``epoch`` already, it changes nothing:
+        trainers (Lightning) make the iterator first and name its epoch after."""
+        epoch = _int_arg("epoch", epoch, 0)
+        if self._unused_epoch() == epoch:
+            return
+        self._last_iter = None
+        self._native.set_epoch(epoch)
+
+    def _unused_epoch(self) -> int | None:
+        """The number of the latest epoch when it has handed out no batch and no epoch came
+        after it: an iterator made only to check that the loader iterates (Lightning does so)
+        does not use up an epoch number."""
+        if self._last_iter is None:
+            return None
+        epoch, position, _, started = self._native.progress()
+        if started and (epoch, position) == self._last_iter and self._native.epoch == epoch + 1:
+            return int(epoch)
+        return None
 
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands, as a plain JSON-serialisable dict: the epoch and the batches of
@@ -333,12 +679,14 @@ class PyDataloader(Generic[B]):
             raise TypeError(f"state must be a dict from state_dict(), got {_type_name(state)}")
         if state.get("version") != 1:
             raise ValueError(f"unknown state version {state.get('version')!r}")
+        self._apply_shard()
         for key in ("seed", "batch_size", "drop_last", "rank", "world_size"):
             if state.get(key) != getattr(self, key):
                 raise ValueError(
                     f"the state was taken with {key}={state.get(key)!r}, this loader has {getattr(self, key)!r}"
                 )
         self._native.resume(_int_arg("epoch", state["epoch"], 0), _int_arg("position", state["position"], 0))
+        self._last_iter = None
 
     def stats(self) -> dict[str, Any]:
         """Counters over every epoch: batches and items handed out, failed batches, the time spent
@@ -356,16 +704,59 @@ class PyDataloader(Generic[B]):
             raise ValueError(f"len(dataset) must be non-negative, got {n}")
         return n
 
+    def _share_len(self) -> int:
+        """Items of an epoch for this rank."""
+        self._apply_shard()
+        n = len(self._sampler) if self._sampler is not None else self._dataset_len()  # type: ignore[arg-type]
+        return self._native.share_len(n)
+
+    def _epoch_order(self, epoch: int) -> list[int]:
+        """The indices epoch ``epoch`` loads (this rank's share), without loading them."""
+        self._apply_shard()
+        if self._sampler is not None:
+            return self._native.order_of(epoch, [int(i) for i in self._sampler], seed=self._dist_seed)
+        return self._native.order_of(epoch, self._dataset_len(), seed=self._dist_seed)
+
     def __len__(self) -> int:
         """The number of batches per epoch (``len(sampler)`` items when there is a sampler)."""
-        n = len(self.sampler) if self.sampler is not None else self._dataset_len()  # type: ignore[arg-type]
+        if self._batch_sampler is not None:
+            return len(self._batch_sampler)  # type: ignore[arg-type]
+        self._apply_shard()
+        n = len(self._sampler) if self._sampler is not None else self._dataset_len()  # type: ignore[arg-type]
         return self._native.num_batches(n)
 
     def __iter__(self) -> Iterator[B]:
         """Starts a new epoch: workers begin loading at once."""
-        if self.sampler is not None:
-            return self._native.epoch_from_sampler(self.sampler)
-        return self._native.epoch_over(self._dataset_len())
+        timeout = self.timeout or None
+        unused = self._unused_epoch()
+        if unused is not None:
+            self._native.set_epoch(unused)
+        if self._batch_sampler is not None:
+            batches = self._native.epoch_from_batches(self._batch_sampler, timeout=timeout)
+        else:
+            self._apply_shard()
+            if self._sampler is not None:
+                batches = self._native.epoch_from_sampler(self._sampler, timeout=timeout)
+            else:
+                batches = self._native.epoch_over(self._dataset_len(), seed=self._dist_seed, timeout=timeout)
+        self._last_iter = (batches.epoch, batches.position)
+        return batches
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A loader pickles as its configuration, dataset and place in the run; threads are
+        made again where it is unpickled (``ddp_spawn`` sends loaders to its processes so)."""
+        args = {k: v for k, v in self._init_args.items() if v is not _MISSING}
+        if self.shuffle:
+            args["seed"] = self._native.seed
+            args["generator"] = None
+        elif args.get("generator") is not None:
+            args["generator"] = None
+        args["_base_seed"] = self._base_seed
+        return {"args": args, "epoch": self._native.epoch}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["args"])  # type: ignore[misc]
+        self._native.set_epoch(state["epoch"])
 
     def __repr__(self) -> str:
         return (

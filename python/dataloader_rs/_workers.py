@@ -1,0 +1,52 @@
+"""What code running on a loader's threads can ask: ``get_worker_info()`` and ``item_seed()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataloader_rs import _native
+
+
+class WorkerInfo:
+    """The worker thread a dataset call runs on, as torch's ``WorkerInfo``: ``id`` in
+    ``range(num_workers)``, ``num_workers``, ``seed`` (per worker and epoch) and ``dataset``
+    (the loader's own object: threads share it, there is no copy per worker)."""
+
+    __slots__ = ("dataset", "epoch", "id", "num_workers", "seed")
+
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Any, epoch: int) -> None:
+        self.id = id
+        self.num_workers = num_workers
+        self.seed = seed
+        self.dataset = dataset
+        self.epoch = epoch
+
+    def __repr__(self) -> str:
+        return f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, epoch={self.epoch})"
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """The worker this call runs on, inside ``__getitem__``, ``__getitems__``, a transform or
+    ``collate_fn`` loaded by worker threads; None elsewhere, and with ``num_workers=0`` (the
+    caller's own thread), as in torch."""
+    state = _native.worker_state()
+    if state is None:
+        return None
+    info, worker, epoch, seed, _ = state
+    if worker is None:
+        return None
+    return WorkerInfo(worker, info.num_workers, seed, info.dataset, epoch)
+
+
+def item_seed() -> int:
+    """The seed of the item being loaded (inside ``__getitem__`` or a transform): a 64-bit
+    function of the loader's seed, the epoch and the item's index, the same whatever the number
+    of threads. Seed a generator of your own with it (``np.random.default_rng(item_seed())``,
+    ``torch.Generator().manual_seed(item_seed())``), never the global RNGs, which all threads
+    share."""
+    state = _native.worker_state()
+    if state is None or state[4] is None:
+        raise RuntimeError(
+            "item_seed() is for code loading one item on a loader (a dataset's __getitem__ or a transform)"
+        )
+    return int(state[4])
