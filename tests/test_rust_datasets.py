@@ -454,6 +454,14 @@ def test_file_templates_refuse_traversal(tmp_path, value):
         FileDataset.from_template(str(tmp_path / "{slide}" / "x"), {"slide": ["ok", value]})
 
 
+def test_file_templates_refuse_an_assembled_dot_dot(tmp_path):
+    # ".{a}." with "" is "..": sub/../x would read tmp_path/x.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "x").write_bytes(b"outside sub")
+    with pytest.raises(ValueError, match=r"item 0: the path component \".\{a\}.\" of the template becomes \"..\""):
+        FileDataset.from_template(str(tmp_path / "sub" / ".{a}." / "x"), {"a": [""]})
+
+
 def test_file_dataset_argument_errors(tmp_path):
     with pytest.raises(TypeError, match="paths"):
         FileDataset(str(tmp_path))
