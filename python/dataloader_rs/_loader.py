@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import operator
 import os
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
@@ -17,6 +18,8 @@ B = TypeVar("B")
 
 _MISSING: Any = object()
 _U64 = 1 << 64
+# The core refuses num_workers x item_concurrency above this, so each alone is at most this.
+_MAX_THREADS = 1 << 16
 
 
 def _type_name(value: object) -> str:
@@ -121,7 +124,8 @@ class PyDataloader(Generic[B]):
         seed: the seed of ``shuffle=True`` (only with it): the same seed gives the same epochs.
         sampler: an iterable of int indices, read whole at the start of each epoch.
         num_workers: batches loaded in parallel on threads; 0 loads on the calling thread.
-        prefetch_depth: batches that may wait beyond the ``num_workers`` in progress (≥ 1).
+        prefetch_depth: batches that may wait beyond the ``num_workers`` in progress (≥ 1; any
+            size works: no more than the epoch's batches are held).
         transform: ``f(index, sample) -> sample`` for every item, before ``collate_fn``; a
             one-argument callable is called as ``f(sample)``.
         collate_fn: ``f(list_of_samples) -> batch``; without it a batch is a list.
@@ -165,9 +169,9 @@ class PyDataloader(Generic[B]):
             item_concurrency = 1
 
         self.batch_size = _int_arg("batch_size", batch_size, 1)
-        self.num_workers = _int_arg("num_workers", num_workers, 0)
+        self.num_workers = _int_arg("num_workers", num_workers, 0, _MAX_THREADS)
         self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
-        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1)
+        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, _MAX_THREADS)
         if shuffle is None:
             shuffle = False
         if not isinstance(shuffle, bool):
@@ -215,9 +219,11 @@ class PyDataloader(Generic[B]):
         self.runtime_threads = runtime_threads
 
         common: dict[str, Any] = {
-            "batch_size": self.batch_size,
+            # A batch never holds more than the epoch, nor the ring more than its batches: a
+            # larger value acts as sys.maxsize (which fits a usize).
+            "batch_size": min(self.batch_size, sys.maxsize),
             "num_workers": self.num_workers,
-            "prefetch_depth": self.prefetch_depth,
+            "prefetch_depth": min(self.prefetch_depth, sys.maxsize),
             "item_concurrency": self.item_concurrency,
             "drop_last": drop_last,
             "return_indices": return_indices,
@@ -262,9 +268,9 @@ class PyDataloader(Generic[B]):
             getitems,
             None if transform is None else _two_argument(transform),
             collate_fn,
-            batch_size=self.batch_size,
+            batch_size=common["batch_size"],
             num_workers=self.num_workers,
-            prefetch_depth=self.prefetch_depth,
+            prefetch_depth=common["prefetch_depth"],
             item_concurrency=self.item_concurrency,
             drop_last=drop_last,
             return_indices=return_indices,
