@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
 use dlrs_io::{Column, RetryOptions};
 
@@ -305,8 +305,28 @@ pub fn length(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
     value
         .filter(|v| !v.is_none())
         .map(|v| {
-            usize::try_from(non_negative("length", v)?)
-                .map_err(|_| PyValueError::new_err("length is too large"))
+            // len() must fit a Py_ssize_t.
+            let out_of_range = |got: String| {
+                PyValueError::new_err(format!(
+                    "length must be between 0 and {} (2**63 - 1), got {got}",
+                    isize::MAX
+                ))
+            };
+            let int = (!v.is_instance_of::<PyBool>())
+                .then(|| v.extract::<i128>().ok())
+                .flatten();
+            match int {
+                Some(n) => usize::try_from(n)
+                    .ok()
+                    .filter(|&n| isize::try_from(n).is_ok())
+                    .ok_or_else(|| out_of_range(n.to_string())),
+                None if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() => {
+                    Err(out_of_range(v.str()?.to_string()))
+                }
+                // Not an int: the TypeError of any size argument.
+                None => non_negative("length", v)
+                    .and_then(|n| usize::try_from(n).map_err(|_| out_of_range(n.to_string()))),
+            }
         })
         .transpose()
 }
