@@ -32,6 +32,8 @@ const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
 pub enum Column {
     /// Integers, written in decimal.
     Ints(Vec<i64>),
+    /// Unsigned integers (for values above `i64::MAX`, e.g. numpy `uint64`), written in decimal.
+    UInts(Vec<u64>),
     /// Strings, encoded or checked according to the [`Target`].
     Strs(Vec<String>),
 }
@@ -41,6 +43,7 @@ impl Column {
     pub fn len(&self) -> usize {
         match self {
             Column::Ints(values) => values.len(),
+            Column::UInts(values) => values.len(),
             Column::Strs(values) => values.len(),
         }
     }
@@ -196,6 +199,9 @@ impl Template {
                     Column::Ints(values) => {
                         write!(out, "{}", values[item]).expect("writing to a String");
                     }
+                    Column::UInts(values) => {
+                        write!(out, "{}", values[item]).expect("writing to a String");
+                    }
                     Column::Strs(values) => match self.target {
                         Target::Url => out.extend(utf8_percent_encode(&values[item], COMPONENT)),
                         Target::Path | Target::Key => out.push_str(&values[item]),
@@ -331,7 +337,7 @@ fn check_components(
                     has_str = true;
                     true
                 }
-                Column::Ints(_) => false,
+                Column::Ints(_) | Column::UInts(_) => false,
             },
             Piece::Index => false,
         });
@@ -648,6 +654,17 @@ mod tests {
                 len: 2
             })
         ));
+    }
+
+    #[test]
+    fn unsigned_ints_are_decimal() {
+        check(
+            "k/{n}",
+            vec![("n", Column::UInts(vec![u64::MAX, 1 << 63, 0]))],
+            None,
+            Target::Key,
+            Ok(&["k/18446744073709551615", "k/9223372036854775808", "k/0"]),
+        );
     }
 
     proptest! {
