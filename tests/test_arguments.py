@@ -65,6 +65,23 @@ def test_numpy_ints_are_accepted_as_sizes():
     assert list(loader) == [[0, 1], [2, 3]]
 
 
+@pytest.mark.parametrize("depth", [10**12, 2**63 - 1, 2**64 - 1, 10**30])
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_any_prefetch_depth_works(depth, workers):
+    # The ring holds at most the epoch's batches: no depth is too large.
+    loader = PyDataloader(Range(5), batch_size=2, num_workers=workers, prefetch_depth=depth)
+    assert loader.prefetch_depth == depth
+    assert list(loader) == [[0, 1], [2, 3], [4]]
+
+
+def test_huge_sizes_name_their_argument():
+    assert list(PyDataloader(Range(3), batch_size=10**30)) == [[0, 1, 2]]
+    with pytest.raises(ValueError, match=r"num_workers must be at most 65536, got 10{30}$"):
+        PyDataloader(Range(3), num_workers=10**30)
+    with pytest.raises(ValueError, match="item_concurrency must be at most 65536, got 18446744073709551616"):
+        PyDataloader(Range(3), item_concurrency=2**64)
+
+
 def test_items_in_parallel_is_deprecated_but_works():
     with pytest.warns(DeprecationWarning, match="items_in_parallel is deprecated: use item_concurrency"):
         loader = PyDataloader(Range(4), batch_size=2, items_in_parallel=2)

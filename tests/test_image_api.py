@@ -160,6 +160,13 @@ def test_signature_shows_the_real_defaults(cls, required):
         (lambda: T.Resize(10, max_size=10), ValueError, "max_size = 10 must be strictly greater"),
         (lambda: T.Resize(10, antialias=1), TypeError, "Resize: antialias must be True or False, got 1 (int)"),
         (lambda: T.Rotate90(1.5), TypeError, "Rotate90: k must be an int"),
+        (
+            lambda: T.Rotate90(10**20),
+            ValueError,
+            "Rotate90: k must be between -9223372036854775808 and 9223372036854775807, got 1" + "0" * 20,
+        ),
+        (lambda: T.Rotate90(-(2**63) - 1), ValueError, "Rotate90: k must be between -9223372036854775808 and"),
+        (lambda: T.ImageCollator(buffers=2**63), ValueError, "buffers must be between 0 and 9223372036854775807"),
         (lambda: T.ToFloat(scale="yes"), TypeError, "ToFloat: scale must be True or False"),
         (
             lambda: T.Normalize([0.5], [0.5, 0.5]),

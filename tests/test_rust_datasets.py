@@ -454,6 +454,25 @@ def test_file_templates_refuse_traversal(tmp_path, value):
         FileDataset.from_template(str(tmp_path / "{slide}" / "x"), {"slide": ["ok", value]})
 
 
+def test_file_templates_refuse_an_assembled_dot_dot(tmp_path):
+    # ".{a}." with "" is "..": sub/../x would read tmp_path/x.
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "x").write_bytes(b"outside sub")
+    with pytest.raises(ValueError, match=r"item 0: the path component \".\{a\}.\" of the template becomes \"..\""):
+        FileDataset.from_template(str(tmp_path / "sub" / ".{a}." / "x"), {"a": [""]})
+
+
+@pytest.mark.parametrize("length", [2**63, 2**64, 10**30])
+def test_template_length_names_its_range(length):
+    # len() of a dataset must fit a Py_ssize_t.
+    message = rf"length must be between 0 and 9223372036854775807 \(2\*\*63 - 1\), got {length}$"
+    with pytest.raises(ValueError, match=message):
+        FileDataset.from_template("/d/{index}", length=length)
+    with pytest.raises(ValueError, match=message):
+        HttpDataset.from_template("http://127.0.0.1:9/{index}", length=length)
+    assert len(FileDataset.from_template("/d/{index}", length=2**63 - 1)) == 2**63 - 1
+
+
 def test_file_dataset_argument_errors(tmp_path):
     with pytest.raises(TypeError, match="paths"):
         FileDataset(str(tmp_path))

@@ -52,9 +52,28 @@ def test_big_and_negative_ints_are_decimal(http_server):
     )
     assert _targets(http_server, ds) == [f"/echo?v={np.iinfo(np.int64).min}", f"/echo?v={np.iinfo(np.int64).max}"]
     with pytest.raises(ValueError, match="64 bits"):
-        HttpDataset.from_template("http://h/{v}", {"v": np.array([2**63], dtype=np.uint64)})
-    with pytest.raises(ValueError, match="64 bits"):
         HttpDataset.from_template("http://h/{v}", {"v": [2**64]})
+    with pytest.raises(ValueError, match="64 bits"):
+        HttpDataset.from_template("http://h/{v}", {"v": [-1, 2**63]})
+
+
+UNSIGNED = [2**63, 2**64 - 1, 5]
+
+
+@pytest.mark.parametrize(
+    "column",
+    [np.array(UNSIGNED, dtype=np.uint64), UNSIGNED, [np.uint64(v) for v in UNSIGNED], tuple(UNSIGNED)],
+    ids=["array", "list", "numpy-scalars", "tuple"],
+)
+def test_uint64_values_above_int64_are_decimal(http_server, tmp_path, column):
+    ds = HttpDataset.from_template(http_server.base_url + "/echo?v={v}", {"v": column})
+    assert _targets(http_server, ds) == [f"/echo?v={v}" for v in UNSIGNED]
+    for v in UNSIGNED:
+        (tmp_path / f"{v}.bin").write_bytes(str(v).encode())
+    files = FileDataset.from_template(str(tmp_path / "{v}.bin"), {"v": column})
+    assert [files[i] for i in range(3)] == [str(v).encode() for v in UNSIGNED]
+    objects = ObjectStoreDataset.from_template(tmp_path.as_uri(), "{v}.bin", {"v": column})
+    assert [objects[i] for i in range(3)] == [str(v).encode() for v in UNSIGNED]
 
 
 def test_literal_braces_and_index_with_length(http_server):

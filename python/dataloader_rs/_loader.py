@@ -21,6 +21,8 @@ B = TypeVar("B")
 
 _MISSING: Any = object()
 _U64 = 1 << 64
+# The core refuses num_workers x item_concurrency above this, so each alone is at most this.
+_MAX_THREADS = 1 << 16
 
 
 def _type_name(value: object) -> str:
@@ -319,7 +321,8 @@ class PyDataloader(Generic[B]):
         pin_memory_device: the device to pin for.
         in_order: accepted; batches always come in sampler order.
         seed: the seed of ``shuffle=True`` (only with it): the same seed gives the same epochs.
-        prefetch_depth: batches that may wait beyond the ``num_workers`` in progress (≥ 1).
+        prefetch_depth: batches that may wait beyond the ``num_workers`` in progress (≥ 1; any
+            size works: no more than the epoch's batches are held).
         transform: ``f(index, sample) -> sample`` for every item, before ``collate_fn``; a
             callable taking one positional argument is called as ``f(sample)``.
         item_concurrency: items of one batch fetched in parallel, one ``__getitem__`` each.
@@ -385,7 +388,7 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"batch_sampler must be an iterable of lists of ints, got {_type_name(batch_sampler)}")
             if rank is not None or world_size is not None:
                 raise ValueError("batch_sampler gives whole batches: shard them in the batch sampler, not with rank=")
-        num_workers = _int_arg("num_workers", num_workers, 0)
+        num_workers = _int_arg("num_workers", num_workers, 0, _MAX_THREADS)
         if prefetch_factor is not None:
             if prefetch_depth is not _MISSING:
                 raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
@@ -425,7 +428,7 @@ class PyDataloader(Generic[B]):
         self.num_workers = num_workers
         self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
         self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if num_workers else None)
-        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1)
+        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, _MAX_THREADS)
         if shuffle is None:
             shuffle = False
         if not isinstance(shuffle, bool):
@@ -492,9 +495,11 @@ class PyDataloader(Generic[B]):
 
         collate = _pinning(collate_fn, pin_memory, pin_memory_device)
         common: dict[str, Any] = {
-            "batch_size": self.batch_size or 1,
+            # A batch never holds more than the epoch, nor the ring more than its batches: a
+            # larger value acts as sys.maxsize (which fits a usize).
+            "batch_size": min(self.batch_size or 1, sys.maxsize),
             "num_workers": self.num_workers,
-            "prefetch_depth": self.prefetch_depth,
+            "prefetch_depth": min(self.prefetch_depth, sys.maxsize),
             "item_concurrency": self.item_concurrency,
             "drop_last": drop_last,
             "return_indices": return_indices,

@@ -33,9 +33,11 @@ excluded), or @FILE with one value per line. Values that are all plain decimal i
 
 Output: item i is written to OUT/NAME.part, then renamed to OUT/NAME once all its bytes are
 written. A file with the final name is complete and is skipped when the command runs again;
-a leftover .part file is fetched again from the start. NAME is --name rendered for the item
-(a path template over the same columns and {index}), or by default the index zero-padded to
-the width of the last index, with the extension of the item's location (000042.png).
+a leftover .part file is fetched again from the start. Links inside OUT are not followed
+(one at NAME or NAME.part is replaced; a linked subdirectory fails the item). NAME is --name
+rendered for the item (a path template over the same columns and {index}), or by default the
+index zero-padded to the width of the last index, with the extension of the item's location
+(000042.png).
 
 Examples:
   dlrs prefetch 'http://127.0.0.1:8000/item/{index}' --length 1000 --out items/

@@ -3,8 +3,9 @@
 //!
 //! Invariants:
 //! - batch `b` is claimed only while `b < next_deliver + capacity`, so at most `capacity`
-//!   (`num_workers + prefetch_depth`) batches are in progress or waiting at any time, and slot
-//!   `b % capacity` is free when `b` is claimed;
+//!   (`num_workers + prefetch_depth`, saturating) batches are in progress or waiting at any
+//!   time; batch `b` lands in slot `b - next_deliver` of a queue that grows as batches land, so
+//!   a huge depth makes no slot for a batch that does not exist or has not loaded;
 //! - batches are handed out in the order of their numbers, an error in its batch's place;
 //! - the consumer is woken once per batch, only when the batch it waits for lands;
 //! - dropping the epoch sets `cancelled`: workers claim nothing more, results that land later
@@ -12,6 +13,7 @@
 //!
 //! With no workers, [`Epoch::recv`] loads each batch on the calling thread.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -76,7 +78,8 @@ fn load<S: Source>(source: &S, indices: &[u64], ctx: &BatchCtx) -> Outcome<S::Ba
 struct Ring<B, E> {
     next_claim: u64,
     next_deliver: u64,
-    slots: Vec<Option<Outcome<B, E>>>,
+    /// Slot `i` holds batch `next_deliver + i` once it landed.
+    slots: VecDeque<Option<Outcome<B, E>>>,
     consumer_waiting: bool,
     workers_waiting: usize,
     peak_in_flight: u64,
@@ -90,7 +93,21 @@ impl<B, E> Ring<B, E> {
 
     /// Whether the next batch may be claimed without exceeding `capacity` in flight.
     fn has_room(&self, capacity: u64) -> bool {
-        self.next_claim < self.next_deliver + capacity
+        self.next_claim < self.next_deliver.saturating_add(capacity)
+    }
+
+    /// Stores the outcome of batch `b` (not yet delivered).
+    fn store(&mut self, b: u64, outcome: Outcome<B, E>) {
+        let i = usize::try_from(b - self.next_deliver).expect("at most the claimed batches");
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(outcome);
+    }
+
+    /// Whether the next batch to deliver has landed.
+    fn next_landed(&self) -> bool {
+        self.slots.front().is_some_and(Option::is_some)
     }
 }
 
@@ -156,15 +173,14 @@ impl<S: Source> Epoch<S> {
         let mode = if num_workers == 0 {
             Mode::Inline(Mutex::new(start))
         } else {
-            let capacity = (num_workers + prefetch_depth) as u64;
+            let to_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+            let capacity = to_u64(num_workers).saturating_add(to_u64(prefetch_depth));
             let shared = Arc::new(Shared {
                 stats: Arc::clone(&stats),
                 ring: Mutex::new(Ring {
                     next_claim: start,
                     next_deliver: start,
-                    slots: std::iter::repeat_with(|| None)
-                        .take(num_workers + prefetch_depth)
-                        .collect(),
+                    slots: VecDeque::new(),
                     consumer_waiting: false,
                     workers_waiting: 0,
                     peak_in_flight: 0,
@@ -297,9 +313,9 @@ impl<S: Source> Epoch<S> {
         if b >= num_batches {
             return Recv::Finished;
         }
-        let slot = usize::try_from(b % shared.capacity).unwrap_or(0);
         loop {
-            if let Some(outcome) = ring.slots[slot].take() {
+            if ring.next_landed() {
+                let outcome = ring.slots.pop_front().flatten().expect("landed");
                 ring.next_deliver += 1;
                 let wake = ring.workers_waiting > 0;
                 drop(ring);
@@ -320,7 +336,7 @@ impl<S: Source> Epoch<S> {
                 Some(t) => {
                     let (r, timed_out) = wait_timeout(&shared.ready, ring, t);
                     ring = r;
-                    if timed_out && ring.slots[slot].is_none() {
+                    if timed_out && !ring.next_landed() {
                         ring.consumer_waiting = false;
                         drop(ring);
                         waited(waited_since);
@@ -364,8 +380,7 @@ fn store_and_claim<S: Source>(
 ) -> Claim {
     let mut ring = lock(&shared.ring);
     if let Some((b, outcome)) = done.take() {
-        let slot = usize::try_from(b % shared.capacity).unwrap_or(0);
-        ring.slots[slot] = Some(outcome);
+        ring.store(b, outcome);
         if b == ring.next_deliver && ring.consumer_waiting {
             shared.ready.notify_one();
         }

@@ -20,7 +20,8 @@ pub struct Config {
     pub batch_size: usize,
     /// Batches loaded in parallel on worker threads; 0 loads each batch on the caller's thread.
     pub num_workers: usize,
-    /// Batches that may wait beyond the `num_workers` in progress (≥ 1).
+    /// Batches that may wait beyond the `num_workers` in progress (≥ 1, any size: at most the
+    /// epoch's batches are held).
     pub prefetch_depth: usize,
     /// Items of one batch fetched at once (≥ 1).
     pub item_concurrency: usize,
@@ -55,11 +56,10 @@ impl Config {
         if self.item_concurrency == 0 {
             return Err(Error::ItemConcurrency(self.item_concurrency));
         }
-        // Keep thread counts (and the ring) well inside what a process can have.
+        // Keep thread counts well inside what a process can have. Any prefetch_depth is fine:
+        // the ring grows only with the batches that exist and have loaded.
         let threads = self.num_workers.checked_mul(self.item_concurrency);
-        if threads.is_none_or(|t| t > 1 << 16)
-            || self.num_workers.saturating_add(self.prefetch_depth) > 1 << 20
-        {
+        if threads.is_none_or(|t| t > 1 << 16) {
             return Err(Error::TooManyThreads {
                 num_workers: self.num_workers,
                 item_concurrency: self.item_concurrency,

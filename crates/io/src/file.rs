@@ -396,6 +396,49 @@ mod tests {
         assert!(matches!(escape, Err(Error::InvalidArgument(_))));
     }
 
+    /// `.{a}.` with an empty value is the component `..`: refused, although no value is `..`.
+    #[test]
+    fn an_assembled_dot_dot_component_is_refused() {
+        let dir = TempDir::new();
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("x"), "outside sub").unwrap();
+        std::fs::write(dir.join("sub/x"), "inside").unwrap();
+        let escape = |template: &str, values: &[&str]| {
+            let values = values.iter().map(|v| (*v).to_owned()).collect();
+            FileDataset::from_template(
+                &format!("{}/sub/{template}", dir.display()),
+                vec![("a".into(), Column::Strs(values))],
+                None,
+                FileOptions::default(),
+            )
+        };
+        for (template, values) in [
+            (".{a}./x", &["b", ""][..]),
+            ("{a}{a}/x", &["."][..]),
+            ("{a}./x", &[""][..]),
+        ] {
+            let error = escape(template, values).unwrap_err();
+            assert!(matches!(error, Error::InvalidArgument(_)), "{error:?}");
+            assert!(error.to_string().contains("is not allowed"), "{error}");
+        }
+        let error = escape(".{a}./x", &["b", ""]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "item 1: the path component \".{a}.\" of the template becomes \"..\", which is \
+             not allowed (it would leave the template's directory)"
+        );
+        let fine = escape(".{a}./x", &["b"]).unwrap();
+        assert!(matches!(
+            fetch(&fine, 0),
+            Err(Error::Io {
+                kind: io::ErrorKind::NotFound,
+                ..
+            })
+        ));
+        let inside = escape("{a}x", &[""]).unwrap();
+        assert_eq!(fetch(&inside, 0).unwrap(), &b"inside"[..]);
+    }
+
     #[test]
     fn a_stalled_read_times_out() {
         // A FIFO with no writer blocks open() forever: the attempt is cut at the timeout.

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
 
 use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::{Error, chain};
@@ -21,7 +21,8 @@ pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
 /// The options of an [`HttpDataset`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpOptions {
-    /// Headers sent with every request.
+    /// Headers sent with every request to the origin of the item's URL (not past a redirect that
+    /// leaves it).
     pub headers: Vec<(String, String)>,
     /// The time one attempt may take, body included (`None`: no limit). Default 30 s.
     pub timeout: Option<Duration>,
@@ -118,11 +119,12 @@ impl HttpDataset {
 impl Inner {
     fn client(&self) -> Result<&reqwest::Client, Error> {
         self.client.get_or_try_init(|| {
-            // The bundled roots are parsed once per process (see `tls`); the headers and the
-            // timeouts are this dataset's.
+            // The bundled roots are parsed once per process (see `tls`); the timeouts are this
+            // dataset's. Redirects are followed in `get`, which decides where the headers go.
             let mut builder = reqwest::Client::builder()
                 .tls_backend_preconfigured(tls::client_config()?)
-                .default_headers(self.headers.clone())
+                .redirect(reqwest::redirect::Policy::none())
+                .referer(false)
                 .user_agent(concat!("dataloader-rs/", env!("CARGO_PKG_VERSION")));
             if let Some(timeout) = self.options.connect_timeout {
                 builder = builder.connect_timeout(timeout);
@@ -149,7 +151,7 @@ impl Dataset for HttpDataset {
                 inner.options.retry,
                 inner.options.timeout,
                 || redact_url(url),
-                |n| attempt(client, url, max_bytes, n),
+                |n| attempt(client, &inner.headers, url, max_bytes, n),
             )
             .await
         })
@@ -172,13 +174,62 @@ fn check_url(url: &str) -> Result<(), Error> {
     }
 }
 
+/// The most redirects followed for one item (as reqwest's default policy).
+const MAX_REDIRECTS: usize = 10;
+
+/// GETs `url`, following redirects itself: the user's headers go to `url`'s origin (scheme,
+/// host, port) only, and never again once a hop has left it; no Referer is ever sent.
+async fn get(
+    client: &reqwest::Client,
+    headers: &HeaderMap,
+    url: &str,
+) -> Result<reqwest::Response, Failure> {
+    let mut response = client
+        .get(url)
+        .headers(headers.clone())
+        .send()
+        .await
+        .map_err(|e| failure(e, url))?;
+    let origin = response.url().origin();
+    let mut trusted = true;
+    for _ in 0..MAX_REDIRECTS {
+        if !matches!(response.status().as_u16(), 301 | 302 | 303 | 307 | 308) {
+            return Ok(response);
+        }
+        let Some(location) = response.headers().get(LOCATION) else {
+            return Ok(response);
+        };
+        let next = std::str::from_utf8(location.as_bytes())
+            .ok()
+            .and_then(|l| response.url().join(l).ok())
+            .filter(|next| matches!(next.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                Failure::Fatal(Error::Request {
+                    location: redact_url(url),
+                    message: "redirected to an invalid or non-HTTP URL".into(),
+                })
+            })?;
+        trusted &= next.origin() == origin;
+        let mut request = client.get(next);
+        if trusted {
+            request = request.headers(headers.clone());
+        }
+        response = request.send().await.map_err(|e| failure(e, url))?;
+    }
+    Err(Failure::Fatal(Error::Request {
+        location: redact_url(url),
+        message: format!("more than {MAX_REDIRECTS} redirects"),
+    }))
+}
+
 async fn attempt(
     client: &reqwest::Client,
+    headers: &HeaderMap,
     url: &str,
     max_bytes: u64,
     attempt: u32,
 ) -> Result<Bytes, Failure> {
-    let mut response = client.get(url).send().await.map_err(|e| failure(e, url))?;
+    let mut response = get(client, headers, url).await?;
     let status = response.status();
     if !status.is_success() {
         let error = Error::Http {
@@ -736,6 +787,95 @@ mod tests {
         let error = fetch(&runtime, &dataset, 2).unwrap_err();
         assert!(matches!(error, Error::IndexOutOfRange { index: 2, len: 2 }));
         assert_eq!(error.python_kind(), PyKind::IndexError);
+    }
+
+    fn user_headers() -> HttpOptions {
+        HttpOptions {
+            headers: vec![
+                ("Authorization".into(), "Bearer t0ken".into()),
+                ("X-Api-Key".into(), "k3y".into()),
+                ("Cookie".into(), "session=c00kie".into()),
+            ],
+            ..fast(0)
+        }
+    }
+
+    /// No user header and no Referer may reach another origin (another port here).
+    #[test]
+    fn a_cross_origin_redirect_sends_nothing_of_the_users() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let other = TestServer::start(runtime.handle().unwrap(), |_, _| {
+            Reply::Body(b"landed".to_vec())
+        });
+        let target = other.url("/land");
+        let first = TestServer::start(runtime.handle().unwrap(), move |_, _| {
+            Reply::Status(302, vec![("Location", target.clone())])
+        });
+        let dataset =
+            HttpDataset::new(vec![first.url("/start?sig=SECRET")], user_headers()).unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"landed"[..]);
+        assert_eq!(first.request_headers()[0]["x-api-key"], "k3y");
+        let seen = &other.request_headers()[0];
+        for name in ["authorization", "x-api-key", "cookie", "referer"] {
+            assert!(
+                !seen.contains_key(name),
+                "{name} sent to another origin: {seen:?}"
+            );
+        }
+        assert!(seen["user-agent"].starts_with("dataloader-rs/"));
+    }
+
+    #[test]
+    fn a_same_origin_redirect_keeps_the_user_headers_without_a_referer() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let server = TestServer::start(runtime.handle().unwrap(), |path, _| match path {
+            "/same?sig=SECRET" => Reply::Status(301, vec![("Location", "/there".into())]),
+            _ => Reply::Body(path.as_bytes().to_vec()),
+        });
+        let dataset =
+            HttpDataset::new(vec![server.url("/same?sig=SECRET")], user_headers()).unwrap();
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"/there"[..]);
+        let headers = server.request_headers();
+        assert_eq!(headers.len(), 2);
+        assert_eq!(headers[1]["authorization"], "Bearer t0ken");
+        assert_eq!(headers[1]["x-api-key"], "k3y");
+        assert_eq!(headers[1]["cookie"], "session=c00kie");
+        assert!(!headers[1].contains_key("referer"), "{:?}", headers[1]);
+    }
+
+    #[test]
+    fn a_redirect_back_from_another_origin_stays_without_the_user_headers() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let first = TestServer::start(runtime.handle().unwrap(), |path, _| {
+            Reply::Body(path.as_bytes().to_vec())
+        });
+        let back = first.url("/back");
+        let other = TestServer::start(runtime.handle().unwrap(), move |_, _| {
+            Reply::Status(307, vec![("Location", back.clone())])
+        });
+        let dataset = HttpDataset::new(vec![other.url("/away")], user_headers()).unwrap();
+        // The dataset's URL is on `other`: `first` is the other origin here.
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"/back"[..]);
+        let seen = &first.request_headers()[0];
+        assert!(!seen.contains_key("x-api-key"), "{seen:?}");
+    }
+
+    #[test]
+    fn redirect_loops_fail_at_once() {
+        let (runtime, server) = setup(|path, _| {
+            let n: u32 = path[2..].split('?').next().unwrap().parse().unwrap();
+            Reply::Status(302, vec![("Location", format!("/r{}", n + 1))])
+        });
+        let dataset = HttpDataset::new(vec![server.url("/r0?sig=SECRET")], fast(3)).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert!(error.to_string().contains("redirect"), "{error}");
+        assert!(!error.to_string().contains("SECRET"), "{error}");
+        assert_eq!(
+            server.request_headers().len(),
+            11,
+            "10 redirects followed, no retry"
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! - in an object key ([`Target::Key`]) a str is written as it is but cannot hold `/` or an
 //!   ASCII control character, nor be empty, `.` or `..`.
 //!
-//! Ints are written in decimal everywhere.
+//! Ints are written in decimal everywhere. A path component built from placeholders and
+//! literal text cannot become `.` or `..` either (`.{a}.` with an empty value).
 
 use std::fmt::Write as _;
 
@@ -31,6 +32,8 @@ const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
 pub enum Column {
     /// Integers, written in decimal.
     Ints(Vec<i64>),
+    /// Unsigned integers (for values above `i64::MAX`, e.g. numpy `uint64`), written in decimal.
+    UInts(Vec<u64>),
     /// Strings, encoded or checked according to the [`Target`].
     Strs(Vec<String>),
 }
@@ -40,6 +43,7 @@ impl Column {
     pub fn len(&self) -> usize {
         match self {
             Column::Ints(values) => values.len(),
+            Column::UInts(values) => values.len(),
             Column::Strs(values) => values.len(),
         }
     }
@@ -146,6 +150,7 @@ impl Template {
                 }
             }
         }
+        check_components(&parts, &columns, len, target)?;
         let literal_len = parts
             .iter()
             .map(|part| match part {
@@ -192,6 +197,9 @@ impl Template {
                 Part::Index => write!(out, "{index}").expect("writing to a String"),
                 Part::Column(c) => match &self.columns[*c].1 {
                     Column::Ints(values) => {
+                        write!(out, "{}", values[item]).expect("writing to a String");
+                    }
+                    Column::UInts(values) => {
                         write!(out, "{}", values[item]).expect("writing to a String");
                     }
                     Column::Strs(values) => match self.target {
@@ -265,6 +273,108 @@ fn parse(template: &str, columns: &[(String, Column)]) -> Result<Vec<Part>, Erro
         parts.push(Part::Literal(literal));
     }
     Ok(parts)
+}
+
+/// One piece of a path component: literal text (no separator) or a placeholder.
+#[derive(Debug, Clone, Copy)]
+enum Piece<'a> {
+    Text(&'a str),
+    Column(usize),
+    Index,
+}
+
+/// Checks that no component the placeholders build is `.` or `..` for any item (`.{a}.` with an
+/// empty value is `..`, though no value is): the value checks see one value at a time.
+///
+/// Components are split at `/` (and `\` in a path, `?` and `#` in a URL). Only a component of
+/// dots and str columns can become one: `{index}` and ints always write a digit.
+fn check_components(
+    parts: &[Part],
+    columns: &[(String, Column)],
+    len: usize,
+    target: Target,
+) -> Result<(), Error> {
+    let separators: &[char] = match target {
+        Target::Path => &['/', '\\'],
+        Target::Key => &['/'],
+        Target::Url => &['/', '?', '#'],
+    };
+    let mut components: Vec<Vec<Piece<'_>>> = vec![Vec::new()];
+    for part in parts {
+        match part {
+            Part::Literal(text) => {
+                let mut pieces = text.split(separators);
+                if let Some(first) = pieces.next() {
+                    components
+                        .last_mut()
+                        .expect("never empty")
+                        .push(Piece::Text(first));
+                }
+                for piece in pieces {
+                    components.push(vec![Piece::Text(piece)]);
+                }
+            }
+            Part::Column(c) => components
+                .last_mut()
+                .expect("never empty")
+                .push(Piece::Column(*c)),
+            Part::Index => components
+                .last_mut()
+                .expect("never empty")
+                .push(Piece::Index),
+        }
+    }
+    for component in &components {
+        let mut dots = 0;
+        let mut has_str = false;
+        let may_be_dots = component.iter().all(|piece| match *piece {
+            Piece::Text(text) => {
+                dots += text.len();
+                text.bytes().all(|b| b == b'.')
+            }
+            Piece::Column(c) => match &columns[c].1 {
+                Column::Strs(_) => {
+                    has_str = true;
+                    true
+                }
+                Column::Ints(_) | Column::UInts(_) => false,
+            },
+            Piece::Index => false,
+        });
+        if !has_str || !may_be_dots || dots > 2 {
+            continue;
+        }
+        for item in 0..len {
+            let mut rendered = String::new();
+            for piece in component {
+                match *piece {
+                    Piece::Text(text) => rendered.push_str(text),
+                    Piece::Column(c) => match &columns[c].1 {
+                        Column::Strs(values) if rendered.len() <= 2 => {
+                            rendered.push_str(&values[item]);
+                        }
+                        _ => {}
+                    },
+                    Piece::Index => {}
+                }
+            }
+            if rendered == "." || rendered == ".." {
+                let shown: String = component
+                    .iter()
+                    .map(|piece| match *piece {
+                        Piece::Text(text) => text.replace('{', "{{").replace('}', "}}"),
+                        Piece::Column(c) => format!("{{{}}}", columns[c].0),
+                        Piece::Index => "{index}".to_owned(),
+                    })
+                    .collect();
+                return Err(Error::invalid(format!(
+                    "item {item}: the path component {shown:?} of the template becomes \
+                     {rendered:?}, which is not allowed (it would leave the template's directory)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Why `value` cannot be written for `target`, if it cannot.
@@ -493,6 +603,44 @@ mod tests {
     }
 
     #[test]
+    fn assembled_components_cannot_be_dots() {
+        let s = |values: &[&str]| vec![("s", strs(values))];
+        check(
+            "http://h/a/.{s}./x",
+            s(&["b", ""]),
+            None,
+            Target::Url,
+            Err(
+                "item 1: the path component \".{s}.\" of the template becomes \"..\", which is not allowed (it would leave the template's directory)",
+            ),
+        );
+        check(
+            "/d\\{s}.\\x",
+            s(&[""]),
+            None,
+            Target::Path,
+            Err(
+                "item 0: the path component \"{s}.\" of the template becomes \".\", which is not allowed (it would leave the template's directory)",
+            ),
+        );
+        // Digits, other text or a third dot keep a component harmless.
+        check(
+            "/d/.{s}.{index}/.{s}.x/..{s}./{{.{s}}}",
+            s(&[""]),
+            None,
+            Target::Path,
+            Ok(&["/d/..0/..x/.../{.}"]),
+        );
+        check(
+            "/d/.{s}{n}/x",
+            vec![("s", strs(&[""])), ("n", Column::Ints(vec![1]))],
+            None,
+            Target::Path,
+            Ok(&["/d/.1/x"]),
+        );
+    }
+
+    #[test]
     fn out_of_range() {
         let t = Template::new("{index}", vec![], Some(2), Target::Key).unwrap();
         assert!(matches!(
@@ -506,6 +654,17 @@ mod tests {
                 len: 2
             })
         ));
+    }
+
+    #[test]
+    fn unsigned_ints_are_decimal() {
+        check(
+            "k/{n}",
+            vec![("n", Column::UInts(vec![u64::MAX, 1 << 63, 0]))],
+            None,
+            Target::Key,
+            Ok(&["k/18446744073709551615", "k/9223372036854775808", "k/0"]),
+        );
     }
 
     proptest! {

@@ -73,11 +73,14 @@ pub fn int_arg(
         return Err(not_int());
     }
     let v: i128 = obj.extract().map_err(|_| not_int())?;
-    let hi = max.map_or(i128::from(i64::MAX), i128::from);
-    if v < i128::from(min) || v > hi {
+    let hi = max.unwrap_or(i64::MAX);
+    if v < i128::from(min) || v > i128::from(hi) {
+        // Without a maximum, only a value below the minimum is told "at least".
         return Err(PyValueError::new_err(match max {
-            Some(m) => format!("{owner}: {name} must be between {min} and {m}, got {v}"),
-            None => format!("{owner}: {name} must be at least {min}, got {v}"),
+            None if v < i128::from(min) && min > i64::MIN => {
+                format!("{owner}: {name} must be at least {min}, got {v}")
+            }
+            _ => format!("{owner}: {name} must be between {min} and {hi}, got {v}"),
         }));
     }
     Ok(v as i64)

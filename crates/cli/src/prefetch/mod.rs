@@ -3,7 +3,8 @@
 //! Completeness rule: an item's bytes are written to `NAME.part` and renamed to `NAME` once they
 //! are all written, so a file with its final name is complete. A run skips the items whose
 //! final file exists and fetches the others again from the start (a leftover `.part` file is
-//! overwritten). Up to `--concurrency` fetches are in flight; each is retried by its dataset.
+//! replaced). No link inside the output directory is followed: a link in a part file's place
+//! or at a final name is replaced, a linked subdirectory fails the item. Up to `--concurrency` fetches are in flight; each is retried by its dataset.
 
 pub mod names;
 pub mod source;
@@ -88,11 +89,15 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
         let runtime = Runtime::new(None)?;
         let concurrency = args.concurrency as usize;
         let dataset = Arc::clone(&items.dataset);
+        let out = &args.out;
         let outcomes = runtime.block_on(
             futures::stream::iter(pending)
                 .map(|(index, path)| {
                     let dataset = Arc::clone(&dataset);
-                    tokio::spawn(async move { (index, fetch_one(&*dataset, index, &path).await) })
+                    let out = out.clone();
+                    tokio::spawn(
+                        async move { (index, fetch_one(&*dataset, index, out, path).await) },
+                    )
                 })
                 .buffer_unordered(concurrency)
                 .map(|joined| {
@@ -146,7 +151,7 @@ pub fn pending(
     for index in 0..len {
         let name = name_of(index)?;
         let complete = if name.contains(['/', '\\']) {
-            out.join(&name).is_file()
+            is_complete(out, &name)
         } else {
             listed.contains(std::ffi::OsStr::new(&name))
         };
@@ -160,23 +165,85 @@ pub fn pending(
     Ok((pending, skipped))
 }
 
-/// Fetches item `index` and writes it to `path` through `path.part`; the number of bytes.
-async fn fetch_one(dataset: &dyn Dataset, index: u64, path: &Path) -> Result<u64, String> {
+/// Fetches item `index` and writes it to `path` (under `out`) through `path.part`; the number
+/// of bytes.
+async fn fetch_one(
+    dataset: &dyn Dataset,
+    index: u64,
+    out: PathBuf,
+    path: PathBuf,
+) -> Result<u64, String> {
     let bytes = dataset.fetch(index).await.map_err(|e| e.to_string())?;
-    let part = part_path(path);
-    let written = async {
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await?;
+    let len = bytes.len() as u64;
+    let shown = path.display().to_string();
+    let written = tokio::task::spawn_blocking(move || write_item(&out, &path, &bytes))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    written.map_err(|e| format!("cannot write {shown}: {e}"))?;
+    Ok(len)
+}
+
+/// Writes `bytes` to `path` through `path.part`, following no link inside `out`: each directory
+/// on the way must be a real one (made when missing), a part file left behind (or a link in its
+/// place) is removed and made anew with create-new semantics, and the rename replaces a link
+/// at `path` rather than writing through it.
+fn write_item(out: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::{ErrorKind, Write};
+    let name = path.strip_prefix(out).map_err(std::io::Error::other)?;
+    let mut dir = out.to_path_buf();
+    for component in name.parent().into_iter().flat_map(Path::components) {
+        dir.push(component);
+        match real_dir(out, &dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => match std::fs::create_dir(&dir) {
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => real_dir(out, &dir)?,
+                other => other?,
+            },
+            other => other?,
         }
-        tokio::fs::write(&part, &bytes).await?;
-        tokio::fs::rename(&part, path).await
     }
-    .await;
-    if let Err(e) = written {
-        let _ = tokio::fs::remove_file(&part).await;
-        return Err(format!("cannot write {}: {e}", path.display()));
+    let part = part_path(path);
+    match std::fs::remove_file(&part) {
+        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
+        _ => {}
     }
-    Ok(bytes.len() as u64)
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&part)
+        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|()| std::fs::rename(&part, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&part);
+    }
+    written
+}
+
+/// Ok when `dir` is a directory and not a link (NotFound when it is missing).
+fn real_dir(out: &Path, dir: &Path) -> std::io::Result<()> {
+    let kind = std::fs::symlink_metadata(dir)?.file_type();
+    let shown = dir.strip_prefix(out).unwrap_or(dir).display();
+    if kind.is_symlink() {
+        return Err(std::io::Error::other(format!(
+            "{shown} is a symbolic link; links inside --out are not followed"
+        )));
+    }
+    if !kind.is_dir() {
+        return Err(std::io::Error::other(format!("{shown} is not a directory")));
+    }
+    Ok(())
+}
+
+/// Whether `out/name` is a complete file reached without following a link inside `out`.
+fn is_complete(out: &Path, name: &str) -> bool {
+    let path = Path::new(name);
+    let mut dir = out.to_path_buf();
+    for component in path.parent().into_iter().flat_map(Path::components) {
+        dir.push(component);
+        if real_dir(out, &dir).is_err() {
+            return false;
+        }
+    }
+    std::fs::symlink_metadata(out.join(path)).is_ok_and(|m| m.file_type().is_file())
 }
 
 /// `error` without a leading `location: ` (dlrs-io messages start with the location).

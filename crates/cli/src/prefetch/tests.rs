@@ -236,3 +236,78 @@ fn human_sizes() {
     assert_eq!(strip_location("/a: gone", "/a"), "gone");
     assert_eq!(strip_location("other", "/a"), "other");
 }
+
+#[cfg(unix)]
+#[test]
+fn links_planted_in_out_are_not_followed() {
+    use std::os::unix::fs::symlink;
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("links");
+    let (out, outside) = (dir.0.join("out"), dir.0.join("outside"));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    for victim in ["part", "final"] {
+        std::fs::write(outside.join(victim), "precious").unwrap();
+    }
+    // Item 0's part file and item 1's final name point outside --out.
+    symlink(outside.join("part"), out.join("0.part")).unwrap();
+    symlink(outside.join("final"), out.join("1")).unwrap();
+    let template = format!("{}/item/{{index}}", server.base_url());
+    let a = args(&[&template, "--length", "2", "--out", out.to_str().unwrap()]);
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.failures.len()), (2, 0));
+    for victim in ["part", "final"] {
+        assert_eq!(read(outside.join(victim)), "precious", "{victim}");
+    }
+    for (name, body) in [("0", "item-0"), ("1", "item-1")] {
+        let meta = std::fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(meta.file_type().is_file(), "{name} is a file, not a link");
+        assert_eq!(read(out.join(name)), body);
+    }
+    assert!(std::fs::symlink_metadata(out.join("0.part")).is_err());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symlinked_subdirectory_in_out_is_refused() {
+    use std::os::unix::fs::symlink;
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("linked-dir");
+    let (out, outside) = (dir.0.join("out"), dir.0.join("outside"));
+    std::fs::create_dir_all(out.join("real")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    symlink(&outside, out.join("sub")).unwrap();
+    symlink(&outside, out.join("real/deeper")).unwrap();
+    let template = format!("{}/item/{{index}}", server.base_url());
+    for name in ["sub/{index}", "real/deeper/x/{index}"] {
+        let a = args(&[
+            &template,
+            "--length",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            "--name",
+            name,
+        ]);
+        let report = prefetch(&a, quiet()).unwrap();
+        assert_eq!((report.fetched, report.failures.len()), (0, 1), "{name}");
+        let error = &report.failures[0].error;
+        assert!(
+            error.contains("is a symbolic link") && error.contains("not followed"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "{name}");
+    }
+    // A real subdirectory is created and written to.
+    let a = args(&[
+        &template,
+        "--length",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--name",
+        "real/new/{index}",
+    ]);
+    assert_eq!(prefetch(&a, quiet()).unwrap().fetched, 1);
+    assert_eq!(read(out.join("real/new/0")), "item-0");
+}

@@ -381,3 +381,29 @@ fn stats_count_exactly_on_a_known_workload() {
         assert!(s.load_p50.is_some() && s.load_p99 >= s.load_p50);
     }
 }
+
+/// The ring holds at most the epoch's batches, so any depth works and no slot is made for a
+/// batch that does not exist.
+#[test]
+fn any_prefetch_depth_works() {
+    for depth in [1 << 40, usize::MAX] {
+        for workers in [0, 1, 3] {
+            let loader = Loader::new(Probe::default(), config(2, workers, depth, 1)).unwrap();
+            let epoch = loader.epoch(Order::Sequential { len: 9 });
+            let got: Vec<Vec<u64>> = drain(&epoch).into_iter().map(Result::unwrap).collect();
+            assert_eq!(
+                got,
+                [vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7], vec![8]]
+            );
+            assert!(epoch.peak_in_flight() <= 5);
+            let resumed = loader.epoch_from(Order::Sequential { len: 9 }, 3);
+            let got: Vec<Vec<u64>> = drain(&resumed).into_iter().map(Result::unwrap).collect();
+            assert_eq!(got, [vec![6, 7], vec![8]]);
+        }
+    }
+    let threads = Loader::new(Probe::default(), config(1, 1 << 20, 1, 1 << 20)).unwrap_err();
+    assert_eq!(
+        threads.to_string(),
+        "num_workers × item_concurrency is too large: 1048576 × 1048576"
+    );
+}

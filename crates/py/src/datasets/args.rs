@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
 use dlrs_io::{Column, RetryOptions};
 
@@ -244,12 +244,58 @@ fn column(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Column> {
     sequence(name, values)
 }
 
+/// The ints of a numpy array's `tolist()`: int64 or smaller as `i64`, uint64 as `u64`.
 fn ints(name: &str, list: &Bound<'_, PyAny>) -> PyResult<Column> {
-    match list.extract::<Vec<i64>>() {
-        Ok(v) => Ok(Column::Ints(v)),
+    if let Ok(v) = list.extract::<Vec<i64>>() {
+        return Ok(Column::Ints(v));
+    }
+    match list.extract::<Vec<u64>>() {
+        Ok(v) => Ok(Column::UInts(v)),
         Err(_) => Err(PyValueError::new_err(format!(
-            "column '{name}' holds an int that does not fit in 64 bits (signed)"
+            "column '{name}' holds an int that does not fit in 64 bits"
         ))),
+    }
+}
+
+/// The ints of a sequence: `i64` until a value above `i64::MAX` comes, then `u64` (when no
+/// value is negative: the two do not fit one 64-bit type).
+enum Ints {
+    Signed(Vec<i64>),
+    Unsigned(Vec<u64>),
+}
+
+impl Ints {
+    fn is_empty(&self) -> bool {
+        match self {
+            Ints::Signed(v) => v.is_empty(),
+            Ints::Unsigned(v) => v.is_empty(),
+        }
+    }
+
+    /// Adds `v`; false when it is negative and the column is unsigned.
+    fn push_signed(&mut self, v: i64) -> bool {
+        match self {
+            Ints::Signed(values) => values.push(v),
+            Ints::Unsigned(values) => match u64::try_from(v) {
+                Ok(v) => values.push(v),
+                Err(_) => return false,
+            },
+        }
+        true
+    }
+
+    /// Adds `v` (above `i64::MAX`); false when the column holds a negative value.
+    fn push_unsigned(&mut self, v: u64) -> bool {
+        if let Ints::Signed(values) = self {
+            let Ok(unsigned) = values.iter().map(|&v| u64::try_from(v)).collect() else {
+                return false;
+            };
+            *self = Ints::Unsigned(unsigned);
+        }
+        if let Ints::Unsigned(values) = self {
+            values.push(v);
+        }
+        true
     }
 }
 
@@ -258,7 +304,7 @@ fn sequence(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Column> {
     let iter = values
         .try_iter()
         .map_err(|_| not_ints_or_strs(name, &format!("it is a {}", type_name(values))))?;
-    let mut int_values = Vec::new();
+    let mut int_values = Ints::Signed(Vec::new());
     let mut str_values = Vec::new();
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -278,23 +324,30 @@ fn sequence(name: &str, values: &Bound<'_, PyAny>) -> PyResult<Column> {
                 &format!("item {i} is {}", type_name(&item)),
             ));
         }
-        match item.extract::<i64>() {
-            Ok(v) => int_values.push(v),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(item.py()) => {
-                return Err(PyValueError::new_err(format!(
-                    "column '{name}', item {i}: {item} does not fit in 64 bits (signed)"
-                )));
-            }
+        let fits = match item.extract::<i64>() {
+            Ok(v) => int_values.push_signed(v),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(item.py()) => item
+                .extract::<u64>()
+                .is_ok_and(|v| int_values.push_unsigned(v)),
             Err(_) => {
                 return Err(not_ints_or_strs(
                     name,
                     &format!("item {i} is {}", type_name(&item)),
                 ));
             }
+        };
+        if !fits {
+            return Err(PyValueError::new_err(format!(
+                "column '{name}', item {i}: {item} does not fit in 64 bits (ints from -2**63 \
+                 to 2**64 - 1, not negative ones with ones of 2**63 or more)"
+            )));
         }
     }
     if str_values.is_empty() {
-        Ok(Column::Ints(int_values))
+        Ok(match int_values {
+            Ints::Signed(v) => Column::Ints(v),
+            Ints::Unsigned(v) => Column::UInts(v),
+        })
     } else {
         Ok(Column::Strs(str_values))
     }
@@ -305,8 +358,28 @@ pub fn length(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {
     value
         .filter(|v| !v.is_none())
         .map(|v| {
-            usize::try_from(non_negative("length", v)?)
-                .map_err(|_| PyValueError::new_err("length is too large"))
+            // len() must fit a Py_ssize_t.
+            let out_of_range = |got: String| {
+                PyValueError::new_err(format!(
+                    "length must be between 0 and {} (2**63 - 1), got {got}",
+                    isize::MAX
+                ))
+            };
+            let int = (!v.is_instance_of::<PyBool>())
+                .then(|| v.extract::<i128>().ok())
+                .flatten();
+            match int {
+                Some(n) => usize::try_from(n)
+                    .ok()
+                    .filter(|&n| isize::try_from(n).is_ok())
+                    .ok_or_else(|| out_of_range(n.to_string())),
+                None if v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>() => {
+                    Err(out_of_range(v.str()?.to_string()))
+                }
+                // Not an int: the TypeError of any size argument.
+                None => non_negative("length", v)
+                    .and_then(|n| usize::try_from(n).map_err(|_| out_of_range(n.to_string()))),
+            }
         })
         .transpose()
 }
