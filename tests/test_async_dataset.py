@@ -4,6 +4,7 @@ exceptions, aclose(), and the construction-time checks."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import random
@@ -77,10 +78,33 @@ def test_without_workers_and_with_shuffle(no_thread_leak):
     assert ds.closed == 1  # the loader and its iterator are gone
 
 
+class Crowd(Squares):
+    """The first items wait until `crowd` items are in flight at once (20 s at most)."""
+
+    def __init__(self, n: int, crowd: int) -> None:
+        super().__init__(n, sleep=0)
+        self.crowd = crowd
+        self.reached: asyncio.Event | None = None
+
+    async def __getitem__(self, index: int) -> int:
+        if self.reached is None:
+            self.reached = asyncio.Event()
+        if self.now + 1 >= self.crowd:
+            self.reached.set()
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.reached.wait(), 20)
+        finally:
+            self.now -= 1
+        return index * index
+
+
 def test_items_in_flight_are_num_workers_times_item_concurrency():
-    ds = Squares(96, sleep=0.05)
+    ds = Crowd(96, crowd=8)
     assert sum(len(b) for b in PyDataloader(ds, batch_size=16, num_workers=2, item_concurrency=4)) == 96
-    assert 1 <= ds.peak <= 8
+    assert ds.peak == 8
 
 
 class Gathered(PyAsyncDataset[int]):

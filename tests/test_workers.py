@@ -5,6 +5,7 @@ from __future__ import annotations
 import _thread
 import gc
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -226,17 +227,30 @@ def test_a_forked_child_uses_a_loader_its_parent_iterated():
     assert parent[0] != child[0]
 
 
-def test_deep_recursion_in_getitem_on_a_worker_thread():
-    def depth(n):
-        return 0 if n == 0 else 1 + depth(n - 1)
-
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 6000))
-    try:
-        loader = PyDataloader(Range(2, fn=lambda i: depth(4000 + i)), batch_size=1, num_workers=2)
-        assert list(loader) == [[4000], [4001]]
-    finally:
-        sys.setrecursionlimit(old)
+def test_deep_c_recursion_in_getitem_on_a_worker_thread():
+    # Python-to-Python calls do not use the C stack; a key function of sorted() does: each level
+    # is a C frame of list.sort (about 4 KiB, its merge state). 1200 levels need more than the
+    # 2 MiB of a default Rust thread (and 4 MiB) and fit in the workers' 8 MiB. In a subprocess:
+    # an overflow is a crash.
+    code = """
+import sys, threading
+from dataloader_rs import PyDataloader, PyDataset
+sys.setrecursionlimit(20_000)
+def deep(n):
+    if n == 0:
+        return 0
+    box = []
+    sorted([n], key=lambda _: box.append(deep(n - 1)))
+    return box[0] + 1
+class D(PyDataset):
+    def __len__(self): return 2
+    def __getitem__(self, i):
+        assert threading.current_thread() is not threading.main_thread()
+        return deep(1200 + i)
+print(list(PyDataloader(D(), batch_size=1, num_workers=2)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "[[1200], [1201]]\n", "")
 
 
 class Table:

@@ -403,17 +403,6 @@ mod tests {
     }
 
     #[test]
-    fn a_large_epoch_starts_without_building_a_list() {
-        let p = Permutation::new(10_000_000, 1, 0);
-        assert_eq!(
-            std::mem::size_of_val(&p),
-            std::mem::size_of::<Permutation>()
-        );
-        let first: Vec<u64> = (0..5).map(|i| p.get(i)).collect();
-        assert!(first.iter().all(|&i| i < 10_000_000));
-    }
-
-    #[test]
     fn indices_widen_when_needed() {
         let mut v = Indices::default();
         v.push(1);
