@@ -14,14 +14,13 @@
 //! With no workers, [`Epoch::recv`] loads each batch on the calling thread.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::loader::Config;
 use crate::plan::EpochPlan;
 use crate::pool::Pool;
-use crate::source::{BatchCtx, Source};
+use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
 use crate::sync::{lock, wait, wait_timeout};
 
@@ -88,7 +87,7 @@ struct Ring<B, E> {
 impl<B, E> Ring<B, E> {
     /// Whether no batch is left to claim: the epoch was abandoned or every batch was claimed.
     fn over(&self, ctx: &BatchCtx, num_batches: u64) -> bool {
-        ctx.cancelled.load(Ordering::Relaxed) || self.next_claim >= num_batches
+        ctx.cancelled.is_set() || self.next_claim >= num_batches
     }
 
     /// Whether the next batch may be claimed without exceeding `capacity` in flight.
@@ -132,7 +131,7 @@ pub struct Epoch<S: Source> {
     plan: Arc<EpochPlan>,
     source: Arc<S>,
     pool: Pool,
-    cancelled: Arc<AtomicBool>,
+    cancelled: Cancel,
     item_concurrency: usize,
     num_batches: u64,
     number: u64,
@@ -169,7 +168,7 @@ impl<S: Source> Epoch<S> {
         let plan = Arc::new(plan);
         let num_batches = plan.num_batches();
         let start = start.min(num_batches);
-        let cancelled = Arc::new(AtomicBool::new(false));
+        let cancelled = Cancel::new();
         let mode = if num_workers == 0 {
             Mode::Inline(Mutex::new(start))
         } else {
@@ -196,7 +195,7 @@ impl<S: Source> Epoch<S> {
                 let (shared, source, plan) =
                     (Arc::clone(&shared), Arc::clone(&source), Arc::clone(&plan));
                 let ctx = BatchCtx {
-                    cancelled: Arc::clone(&cancelled),
+                    cancelled: cancelled.clone(),
                     item_concurrency,
                     pool: pool.clone(),
                     batch: 0,
@@ -263,9 +262,7 @@ impl<S: Source> Epoch<S> {
     pub fn recv(&self, timeout: Option<Duration>) -> Recv<S::Batch, S::Error> {
         match &self.mode {
             Mode::Inline(next) => self.recv_inline(next),
-            Mode::Workers(shared) => {
-                Self::recv_from_workers(shared, &self.plan, self.num_batches, timeout)
-            }
+            Mode::Workers(shared) => Self::recv_from_workers(shared, self, timeout),
         }
     }
 
@@ -281,7 +278,7 @@ impl<S: Source> Epoch<S> {
         let mut indices = Vec::with_capacity(self.plan.batch_len(b));
         self.plan.fill_batch(b, &mut indices);
         let ctx = BatchCtx {
-            cancelled: Arc::clone(&self.cancelled),
+            cancelled: self.cancelled.clone(),
             item_concurrency: self.item_concurrency,
             pool: self.pool.clone(),
             batch: b,
@@ -297,10 +294,10 @@ impl<S: Source> Epoch<S> {
 
     fn recv_from_workers(
         shared: &Shared<S>,
-        plan: &EpochPlan,
-        num_batches: u64,
+        epoch: &Self,
         timeout: Option<Duration>,
     ) -> Recv<S::Batch, S::Error> {
+        let (plan, num_batches) = (&epoch.plan, epoch.num_batches);
         let mut waited_since: Option<Instant> = None;
         let stats = &shared.stats;
         let waited = |since: Option<Instant>| {
@@ -325,6 +322,13 @@ impl<S: Source> Epoch<S> {
                 waited(waited_since);
                 stats.delivered(plan.batch_len(b), outcome.is_ok());
                 return Recv::Batch(outcome);
+            }
+            if ring.next_claim <= b && epoch.cancelled.is_set() {
+                // Abandoned while still in use (the process exits): no worker will load this
+                // batch, so it fails instead of being waited for.
+                ring.next_claim = b + 1;
+                ring.next_deliver = b + 1;
+                return Recv::Batch(Err(LoadError::Cancelled));
             }
             if timeout == Some(Duration::ZERO) {
                 return Recv::Pending;
@@ -351,7 +355,7 @@ impl<S: Source> Epoch<S> {
 
 impl<S: Source> Drop for Epoch<S> {
     fn drop(&mut self) {
-        self.cancelled.store(true, Ordering::Relaxed);
+        self.cancelled.set();
         if let Mode::Workers(shared) = &self.mode {
             // Take the lock so no worker is between its check and its wait, then wake them all.
             drop(lock(&shared.ring));

@@ -2,7 +2,7 @@
 //! of one batch concurrently on the loader's pool.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::epoch::LoadError;
@@ -40,10 +40,50 @@ pub trait Source: Send + Sync + 'static {
     }
 }
 
+/// The serial number of the next epoch of the process.
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Epochs whose serial number is below this one are abandoned (see [`abandon_live_epochs`]).
+static ABANDONED_BELOW: AtomicU64 = AtomicU64::new(0);
+
+/// Abandons every epoch started so far in this process, as if its iterator had been dropped:
+/// workers claim nothing more and the items of a batch being loaded stop between items.
+/// Epochs started later are not affected. For a process that is exiting, whose threads must
+/// stop calling into the interpreter.
+pub fn abandon_live_epochs() {
+    ABANDONED_BELOW.store(NEXT_EPOCH.load(Ordering::SeqCst), Ordering::SeqCst);
+}
+
+/// Whether an epoch was abandoned: its own flag (its iterator was dropped), or by
+/// [`abandon_live_epochs`].
+#[derive(Debug, Clone)]
+pub(crate) struct Cancel {
+    flag: Arc<AtomicBool>,
+    serial: u64,
+}
+
+impl Cancel {
+    /// The flag of a new epoch.
+    pub(crate) fn new() -> Self {
+        Self {
+            flag: Arc::new(AtomicBool::new(false)),
+            serial: NEXT_EPOCH.fetch_add(1, Ordering::SeqCst),
+        }
+    }
+
+    pub(crate) fn set(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed) || self.serial < ABANDONED_BELOW.load(Ordering::Relaxed)
+    }
+}
+
 /// What a batch being loaded can ask of its loader.
 #[derive(Debug)]
 pub struct BatchCtx {
-    pub(crate) cancelled: Arc<AtomicBool>,
+    pub(crate) cancelled: Cancel,
     pub(crate) item_concurrency: usize,
     pub(crate) pool: Pool,
     pub(crate) batch: u64,
@@ -55,7 +95,7 @@ impl BatchCtx {
     /// Whether the epoch was abandoned (its iterator dropped): the result will be discarded.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
+        self.cancelled.is_set()
     }
 
     /// How many items of one batch may be fetched at once.
@@ -104,7 +144,7 @@ impl BatchCtx {
             indices: indices.to_vec(),
             next: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
-            cancelled: Arc::clone(&self.cancelled),
+            cancelled: self.cancelled.clone(),
             results: Mutex::new(std::iter::repeat_with(|| None).take(n).collect()),
             running_helpers: Mutex::new(helpers),
             helpers_done: Condvar::new(),
@@ -148,7 +188,7 @@ struct MapState<T, E, F> {
     indices: Vec<u64>,
     next: AtomicUsize,
     stop: AtomicBool,
-    cancelled: Arc<AtomicBool>,
+    cancelled: Cancel,
     results: Mutex<Vec<Slot<T, E>>>,
     running_helpers: Mutex<usize>,
     helpers_done: Condvar,
@@ -158,7 +198,7 @@ struct MapState<T, E, F> {
 impl<T, E, F: Fn(u64) -> Result<T, E>> MapState<T, E, F> {
     fn work(&self) {
         loop {
-            if self.stop.load(Ordering::Relaxed) || self.cancelled.load(Ordering::Relaxed) {
+            if self.stop.load(Ordering::Relaxed) || self.cancelled.is_set() {
                 return;
             }
             let pos = self.next.fetch_add(1, Ordering::Relaxed);
@@ -185,7 +225,7 @@ mod tests {
 
     fn ctx(k: usize) -> BatchCtx {
         BatchCtx {
-            cancelled: Arc::new(AtomicBool::new(false)),
+            cancelled: Cancel::new(),
             item_concurrency: k,
             pool: Pool::new(k, "t"),
             batch: 0,

@@ -1,5 +1,6 @@
 //! Attaching the loader's own threads (workers, item helpers, the I/O runtime) to the
-//! interpreter, with one Python thread state per thread for the thread's whole life.
+//! interpreter, with one Python thread state per thread for the thread's whole life; and
+//! keeping them out of the interpreter once it exits.
 //!
 //! `Python::attach` on a thread that has no thread state creates one and, when it detaches,
 //! destroys it again. For a worker that attaches once per run of batches, that would mean a
@@ -9,10 +10,15 @@
 //!
 //! [`attach`] gives such a thread a thread state of its own on first use and keeps it, detached,
 //! until the thread ends; the thread's exit then deletes it. Once the interpreter has started
-//! to shut down ([`interpreter_exiting`], registered with `atexit`, which also waits for the
-//! deletions under way), no thread state is made or deleted any more: deleting one means taking
-//! the interpreter, which a thread must not try while it finalizes (CPython ends such a thread
-//! where it stands); the few left are reclaimed with the process.
+//! to shut down ([`interpreter_exiting`], registered with `atexit`), no thread state is made or
+//! deleted any more, and the loader's threads no longer enter the interpreter: [`attach`]
+//! refuses (an error, without touching Python). On CPython <= 3.13, a thread that takes the
+//! interpreter after finalization began is ended with `pthread_exit`, whose forced unwind
+//! through Rust frames aborts the process ("FATAL: exception not rethrown"); so
+//! `interpreter_exiting` abandons every live epoch and waits, with the interpreter released,
+//! until no loader thread is attached. A thread still attached after [`EXIT_WAIT`] runs user
+//! code that does not return (a `__getitem__` that sleeps, say): the process then ends at once
+//! with status 1 and a message on stderr, as `os._exit(1)`, rather than abort later.
 
 use std::cell::Cell;
 use std::ptr;
@@ -29,8 +35,11 @@ static EXITING: AtomicBool = AtomicBool::new(false);
 /// Threads deleting their thread state right now (see `Kept::drop`).
 static DELETING: AtomicUsize = AtomicUsize::new(0);
 
-/// How long `interpreter_exiting` waits for threads deleting their thread state.
-const EXIT_WAIT: Duration = Duration::from_secs(5);
+/// Loader threads inside [`attach`] right now (nested calls count again).
+static ATTACHED: AtomicUsize = AtomicUsize::new(0);
+
+/// How long `interpreter_exiting` waits for the loader's threads to leave the interpreter.
+pub const EXIT_WAIT: Duration = Duration::from_secs(5);
 
 /// The thread state this thread made and keeps (detached), or null when it made none.
 struct Kept(Cell<*mut ffi::PyThreadState>);
@@ -101,31 +110,118 @@ thread_local! {
     static KEPT: Kept = const { Kept(Cell::new(ptr::null_mut())) };
 }
 
+/// What [`attach`] returns in place of the closure's result when it refuses to enter the
+/// interpreter (it is exiting). Made without the interpreter.
+pub trait Refused {
+    fn refused() -> Self;
+}
+
+impl Refused for () {
+    fn refused() -> Self {}
+}
+
+impl<T> Refused for PyResult<T> {
+    fn refused() -> Self {
+        // A lazy error: nothing of Python is touched until it is raised.
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "the interpreter is exiting: dataloader-rs threads no longer run Python code",
+        ))
+    }
+}
+
+impl<T> Refused for Result<T, dlrs_core::LoadError<PyErr>> {
+    fn refused() -> Self {
+        Err(dlrs_core::LoadError::Cancelled)
+    }
+}
+
+/// Counts a loader thread in [`ATTACHED`] while it lives.
+struct Counted;
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        ATTACHED.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// `Python::attach` for the loader's threads: the thread keeps its thread state (and so its
-/// `threading.local` values) between calls.
-pub fn attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
-    // During the thread's exit (after `KEPT` was dropped) this is a plain attach.
+/// `threading.local` values) between calls. Once the interpreter exits, a loader thread is
+/// refused ([`Refused::refused`]); threads of Python's own (the main thread running `atexit`
+/// handlers, say) attach as always.
+pub fn attach<R: Refused>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> R {
+    try_attach(f).unwrap_or_else(R::refused)
+}
+
+/// [`attach`], with `None` when it refuses.
+pub fn try_attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
+    // During the thread's exit (after `KEPT` was dropped), the thread is still a loader thread.
+    let kept = KEPT.try_with(|k| !k.0.get().is_null()).unwrap_or(true);
+    // SAFETY: `PyGILState_GetThisThreadState` only reads this thread's slot of the runtime,
+    // safe at any time after initialization, which importing this module implies.
+    if !kept && !unsafe { ffi::PyGILState_GetThisThreadState() }.is_null() {
+        // A thread state this thread did not make through `attach`: a thread of Python's own,
+        // or a loader thread inside its first `attach`, already counted.
+        return Some(Python::attach(f));
+    }
+    // Counted before `EXITING` is read (both sequentially consistent): either this thread sees
+    // the interpreter exiting and stays out, or `interpreter_exiting` sees it attached and
+    // waits for it before finalization begins.
+    ATTACHED.fetch_add(1, Ordering::SeqCst);
+    let _counted = Counted;
+    if EXITING.load(Ordering::SeqCst) {
+        return None;
+    }
     if KEPT.try_with(Kept::needs_state).unwrap_or(false) {
         // SAFETY: the interpreter runs and is not exiting, and this thread has no thread state
         // (`needs_state`), so `PyGILState_Ensure` makes one and attaches it, counter at 1. The
         // first call thus takes the interpreter once, not twice.
         unsafe { ffi::PyGILState_Ensure() };
         let _keep = KeepOnLeave;
-        return Python::attach(f);
+        return Some(Python::attach(f));
     }
-    Python::attach(f)
+    Some(Python::attach(f))
 }
 
-/// Registered with `atexit` by the module: the interpreter is shutting down. From now on no
-/// thread state is made or deleted by the loader's threads; the deletions under way finish
-/// first (they need the interpreter, released here while waiting, at most [`EXIT_WAIT`]).
+/// Registered with `atexit` by the module: the interpreter is shutting down. From now on the
+/// loader's threads do not enter the interpreter, and no thread state is made or deleted by
+/// them. Every live epoch is abandoned, then this waits, with the interpreter released, at
+/// most [`EXIT_WAIT`], until no loader thread is attached and the deletions under way are
+/// done. A thread still attached then runs user code that did not return: the process ends
+/// here (status 1, a message on stderr), before finalization could abort it.
 #[pyfunction]
-pub fn interpreter_exiting(py: Python<'_>) {
+pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
     EXITING.store(true, Ordering::SeqCst);
-    py.detach(|| {
+    dlrs_core::source::abandon_live_epochs();
+    let attached = py.detach(|| {
         let start = Instant::now();
-        while DELETING.load(Ordering::SeqCst) > 0 && start.elapsed() < EXIT_WAIT {
+        loop {
+            let attached = ATTACHED.load(Ordering::SeqCst);
+            let busy = attached > 0 || DELETING.load(Ordering::SeqCst) > 0;
+            if !busy || start.elapsed() >= EXIT_WAIT {
+                return attached;
+            }
             std::thread::sleep(Duration::from_millis(1));
         }
     });
+    if attached > 0 {
+        let message = format!(
+            "dataloader-rs: {attached} loader thread(s) still running Python code (a \
+             __getitem__, transform or collate_fn that did not return) {} s after the \
+             interpreter began to exit; ending the process now with status 1, as \
+             os._exit(1) (finalizing the interpreter under them would abort it)\n",
+            EXIT_WAIT.as_secs()
+        );
+        let sys = py.import("sys")?;
+        for stream in ["stdout", "stderr"] {
+            if let Ok(s) = sys.getattr(stream) {
+                let _ = s.call_method0("flush");
+            }
+        }
+        if let Ok(stderr) = sys.getattr("stderr") {
+            let _ = stderr.call_method1("write", (message,));
+            let _ = stderr.call_method0("flush");
+        }
+        py.import("os")?.call_method1("_exit", (1,))?;
+    }
+    Ok(())
 }

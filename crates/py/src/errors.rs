@@ -29,7 +29,10 @@ pub fn load_error(e: LoadError<PyErr>) -> PyErr {
         LoadError::Panicked(msg) => {
             PyRuntimeError::new_err(format!("a dataloader-rs worker panicked: {msg}"))
         }
-        LoadError::Cancelled => PyRuntimeError::new_err("the batch was abandoned with its epoch"),
+        LoadError::Cancelled => PyRuntimeError::new_err(
+            "the batch was abandoned with its epoch (its iterator was dropped, or the \
+             interpreter is exiting)",
+        ),
     }
 }
 

@@ -94,7 +94,8 @@ impl Pipeline {
         collate_fn: Option<Py<PyAny>>,
         return_indices: bool,
     ) -> Self {
-        crate::attach::attach(|py| {
+        // Made by a Python thread (a loader's constructor).
+        Python::attach(|py| {
             let transform = transform.map(|t| match native_transform(t.bind(py)) {
                 Some(native) => ItemTransform::Native(native),
                 None => ItemTransform::Python(t),

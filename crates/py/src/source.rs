@@ -62,20 +62,34 @@ impl Calls {
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
     /// `__getitem__` per index. With skipping on, a failed `__getitems__` is retried item by
     /// item to find the items that fail.
-    fn batch(&self, py: Python<'_>, indices: &[u64]) -> PyResult<Py<PyAny>> {
+    /// An abandoned epoch (dropped iterator, exiting interpreter) stops between items.
+    fn batch(
+        &self,
+        py: Python<'_>,
+        indices: &[u64],
+        ctx: &BatchCtx,
+    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
+        let go_on = || {
+            if ctx.is_cancelled() {
+                Err(LoadError::Cancelled)
+            } else {
+                Ok(())
+            }
+        };
         if self.skipper.enabled() {
             if let Some(Ok(list)) = self.getitems_list(py, indices) {
-                return self.pipeline.collate_attached(py, list, indices);
+                return Ok(self.pipeline.collate_attached(py, list, indices)?);
             }
             let list = PyList::empty(py);
             let mut kept = Vec::with_capacity(indices.len());
             for &i in indices {
+                go_on()?;
                 if let Some(x) = self.item_or_skip(py, i)? {
                     list.append(x)?;
                     kept.push(i);
                 }
             }
-            return self.pipeline.collate_attached(py, list, &kept);
+            return Ok(self.pipeline.collate_attached(py, list, &kept)?);
         }
         let list = match self.getitems_list(py, indices) {
             Some(list) => list?,
@@ -84,12 +98,14 @@ impl Calls {
                 // grows the list several times per batch).
                 let mut items = Vec::with_capacity(indices.len());
                 for &i in indices {
+                    go_on()?;
                     items.push(self.item(py, i)?);
                 }
                 PyList::new(py, items)?
             }
         };
-        self.pipeline.collate_attached(py, list, indices)
+        go_on()?;
+        Ok(self.pipeline.collate_attached(py, list, indices)?)
     }
 
     /// The transformed samples of `__getitems__`, when the dataset has one.
@@ -165,7 +181,7 @@ impl Source for PySource {
             })
             .map_err(LoadError::Source);
         }
-        crate::attach::attach(|py| self.calls.batch(py, indices)).map_err(LoadError::Source)
+        crate::attach::attach(|py| self.calls.batch(py, indices, ctx))
     }
 
     /// A worker keeps the interpreter across the batches it can load back to back: under the
@@ -174,7 +190,12 @@ impl Source for PySource {
         if self.item_concurrency > 1 {
             f()
         } else {
-            crate::attach::attach(|_| f())
+            // Refused once the interpreter exits: the batches then fail without it.
+            let mut f = Some(f);
+            match crate::attach::try_attach(|_| f.take().map(|f| f())) {
+                Some(Some(r)) => r,
+                _ => f.take().map(|f| f()).expect("f runs once"),
+            }
         }
     }
 }

@@ -1,0 +1,119 @@
+"""The lifecycle of loaders and their threads: exit while workers run user code, fork, Ctrl-C,
+dropping a loader, garbage collection, and the error paths between Python and Rust."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+#: Each script runs this often: the abort at exit used to happen every time.
+RUNS = 3
+
+
+def run_script(source: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Runs ``source`` in a fresh interpreter of the suite's Python."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(source), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def assert_clean_exit(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "FATAL" not in proc.stderr, proc.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- exit while busy
+
+_BUSY = """
+import numpy as np
+from dataloader_rs import PyDataloader, PyDataset, PyAsyncDataset, FileDataset
+
+def work(i):
+    a = np.random.default_rng(i).random((300, 300))
+    return float((a @ a).sum())
+
+class DS(PyDataset):
+    def __len__(self): return 1000
+    def __getitem__(self, i): return work(i)
+
+class Async(PyAsyncDataset):
+    def __len__(self): return 1000
+    async def __getitem__(self, i): return i
+
+def collate(items):
+    work(len(items))
+    return items
+"""
+
+_BUSY_KINDS = {
+    "workers": "PyDataloader(DS(), batch_size=4, num_workers=2)",
+    "item_concurrency": "PyDataloader(DS(), batch_size=8, num_workers=2, item_concurrency=3)",
+    "inline_item_concurrency": "PyDataloader(DS(), batch_size=8, item_concurrency=3)",
+    "async": "PyDataloader(Async(), batch_size=4, num_workers=2, transform=work, collate_fn=collate)",
+    "rust": "PyDataloader(FileDataset(files), batch_size=4, num_workers=2, transform=lambda b: work(len(b)),"
+    " collate_fn=collate)",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_BUSY_KINDS))
+def test_breaking_out_of_a_busy_loader_exits_cleanly(kind, tmp_path):
+    files = []
+    for i in range(8):
+        path = tmp_path / f"{i}.bin"
+        path.write_bytes(bytes([i]) * 100)
+        files.append(str(path))
+    script = f"""
+{_BUSY}
+import sys
+files = sys.argv[1:] * 100
+for step, batch in enumerate({_BUSY_KINDS[kind]}):
+    if step == 2:
+        break
+print("done")
+"""
+    for _ in range(RUNS):
+        proc = run_script(script, *files)
+        assert_clean_exit(proc)
+        assert proc.stdout.strip() == "done"
+
+
+def test_exit_with_a_live_iterator_in_a_global_exits_cleanly():
+    script = f"""
+{_BUSY}
+it = iter(PyDataloader(DS(), batch_size=4, num_workers=2))
+next(it)
+"""
+    for _ in range(RUNS):
+        assert_clean_exit(run_script(script))
+
+
+def test_a_getitem_that_never_returns_ends_the_process_at_exit_with_a_message():
+    # The exit waits a bounded time for the loader's threads to leave Python, then ends the
+    # process without finalizing it (an abort otherwise); its status says something was wrong.
+    script = """
+import threading, time
+from dataloader_rs import PyDataloader, PyDataset
+started = threading.Event()
+class Stuck(PyDataset):
+    def __len__(self): return 100
+    def __getitem__(self, i):
+        if i >= 4:
+            started.set()
+            time.sleep(60)
+        return i
+it = iter(PyDataloader(Stuck(), batch_size=2, num_workers=2))
+next(it)
+started.wait()
+print("done", flush=True)
+"""
+    proc = run_script(script, timeout=40)
+    assert proc.stdout.strip() == "done"
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert "FATAL" not in proc.stderr
+    assert "still running Python code" in proc.stderr, proc.stderr
