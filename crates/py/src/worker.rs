@@ -161,16 +161,4 @@ mod tests {
         // Not a sum: (epoch 0, index 1) and (epoch 1, index 0) differ.
         assert_ne!(item_seed(1, 0, 1), item_seed(1, 1, 0));
     }
-
-    #[test]
-    fn a_scope_is_undone_when_it_ends() {
-        let info = ItemInfo::default();
-        scope(&info, Some(2), 5, None, || {
-            let now = CURRENT.with(Cell::get);
-            assert_eq!((now.worker, now.epoch, now.index), (Some(2), 5, None));
-            for_item(9, || assert_eq!(CURRENT.with(Cell::get).index, Some(9)));
-            assert_eq!(CURRENT.with(Cell::get).index, None);
-        });
-        assert!(CURRENT.with(Cell::get).info.is_null());
-    }
 }
