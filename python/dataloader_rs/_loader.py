@@ -18,8 +18,6 @@ B = TypeVar("B")
 
 _MISSING: Any = object()
 _U64 = 1 << 64
-# The core refuses num_workers x item_concurrency above this, so each alone is at most this.
-_MAX_THREADS = 1 << 16
 
 
 def _type_name(value: object) -> str:
@@ -169,9 +167,11 @@ class PyDataloader(Generic[B]):
             item_concurrency = 1
 
         self.batch_size = _int_arg("batch_size", batch_size, 1)
-        self.num_workers = _int_arg("num_workers", num_workers, 0, _MAX_THREADS)
+        # Beyond a usize these are refused here, with their name (the native loader refuses
+        # far smaller values of num_workers x item_concurrency for threads).
+        self.num_workers = _int_arg("num_workers", num_workers, 0, sys.maxsize)
         self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
-        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, _MAX_THREADS)
+        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, sys.maxsize)
         if shuffle is None:
             shuffle = False
         if not isinstance(shuffle, bool):
