@@ -76,10 +76,12 @@ def test_any_prefetch_depth_works(depth, workers):
 
 def test_huge_sizes_name_their_argument():
     assert list(PyDataloader(Range(3), batch_size=10**30)) == [[0, 1, 2]]
-    with pytest.raises(ValueError, match=r"num_workers must be at most 65536, got 10{30}$"):
+    with pytest.raises(ValueError, match=r"num_workers must be at most 9223372036854775807, got 10{30}$"):
         PyDataloader(Range(3), num_workers=10**30)
-    with pytest.raises(ValueError, match="item_concurrency must be at most 65536, got 18446744073709551616"):
+    with pytest.raises(ValueError, match="item_concurrency must be at most 9223372036854775807, got 1844674407"):
         PyDataloader(Range(3), item_concurrency=2**64)
+    with pytest.raises(ValueError, match=r"num_workers . item_concurrency is too large: 65536 . 2"):
+        PyDataloader(Range(3), num_workers=1 << 16, item_concurrency=2)
 
 
 def test_items_in_parallel_is_deprecated_but_works():

@@ -265,6 +265,17 @@ def test_limits_are_checked_from_the_header():
         T.Decode()(bomb)
 
 
+def test_to_float_checks_the_size_limit_of_its_output():
+    # 8192 x 8193 grey is 64 MiB; as float32 it would be just above the 256 MiB of any image.
+    grey = Image.from_array(np.zeros((8192, 8193), np.uint8))
+    with pytest.raises(ValueError, match="needs 268468224 bytes, above the limit of 268435456 bytes"):
+        T.ToFloat()(grey)
+    with pytest.raises(ValueError, match="needs 268468224 bytes"):
+        T.Compose([T.ToFloat(), T.Normalize([0.5], [0.5])])(grey)
+    small = T.ToFloat()(Image.from_array(np.zeros((2, 3), np.uint8)))
+    assert np.asarray(small).dtype == np.float32
+
+
 def test_transforms_release_the_interpreter():
     """While a transform runs on one thread, another thread runs Python (the switch interval is
     made so long that only an explicit release of the interpreter lets it)."""

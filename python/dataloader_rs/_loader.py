@@ -21,8 +21,6 @@ B = TypeVar("B")
 
 _MISSING: Any = object()
 _U64 = 1 << 64
-# The core refuses num_workers x item_concurrency above this, so each alone is at most this.
-_MAX_THREADS = 1 << 16
 
 
 def _type_name(value: object) -> str:
@@ -388,7 +386,9 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"batch_sampler must be an iterable of lists of ints, got {_type_name(batch_sampler)}")
             if rank is not None or world_size is not None:
                 raise ValueError("batch_sampler gives whole batches: shard them in the batch sampler, not with rank=")
-        num_workers = _int_arg("num_workers", num_workers, 0, _MAX_THREADS)
+        # Beyond a usize these are refused here, with their name (the native loader refuses
+        # far smaller values of num_workers x item_concurrency for threads).
+        num_workers = _int_arg("num_workers", num_workers, 0, sys.maxsize)
         if prefetch_factor is not None:
             if prefetch_depth is not _MISSING:
                 raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
@@ -428,7 +428,7 @@ class PyDataloader(Generic[B]):
         self.num_workers = num_workers
         self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
         self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if num_workers else None)
-        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, _MAX_THREADS)
+        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, sys.maxsize)
         if shuffle is None:
             shuffle = False
         if not isinstance(shuffle, bool):

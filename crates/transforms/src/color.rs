@@ -1,6 +1,6 @@
 //! ToRgb, ToRgba, ToGray: Pillow's `convert("RGB" / "RGBA" / "L")` on uint8 HWC images.
 
-use crate::image::{Dtype, Image, Item, Layout, Pixels};
+use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
 use crate::{Error, Transform};
 
 /// Pillow's luma: `(R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16`.
@@ -60,6 +60,8 @@ fn convert(src: &[u8], from: usize, to: usize) -> Vec<u8> {
 
 fn apply_convert(transform: &'static str, item: Item, to: usize) -> Result<Item, Error> {
     let (h, w, from, v) = u8_hwc(transform, item)?;
+    // More channels, more bytes: checked before the output is allocated.
+    check_size(h, w, to, Dtype::U8)?;
     let v = if from == to { v } else { convert(&v, from, to) };
     Ok(Item::Image(Image::from_parts(
         h,

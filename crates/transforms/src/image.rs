@@ -314,13 +314,35 @@ pub(crate) fn check_size(
             max_height: MAX_SIDE as u64,
         });
     }
-    let bytes = (height * width * channels * dtype.size()) as u64;
-    if bytes > MAX_BYTES as u64 {
+    check_alloc(
+        width as u64,
+        height as u64,
+        channels as u64,
+        dtype.size() as u64,
+        MAX_BYTES as u64,
+    )
+}
+
+/// Refuses `width × height × channels` values of `value_size` bytes above `limit` bytes: the
+/// one size rule of the decoders (from the header, before decoding, `limit` being `max_alloc`)
+/// and of every transform that makes an image ([`MAX_BYTES`], before allocating it).
+pub(crate) fn check_alloc(
+    width: u64,
+    height: u64,
+    channels: u64,
+    value_size: u64,
+    limit: u64,
+) -> Result<(), Error> {
+    let bytes = width
+        .saturating_mul(height)
+        .saturating_mul(channels)
+        .saturating_mul(value_size);
+    if bytes > limit {
         return Err(Error::AllocationTooLarge {
-            width: width as u64,
-            height: height as u64,
+            width,
+            height,
             bytes,
-            max_alloc: MAX_BYTES as u64,
+            max_alloc: limit,
         });
     }
     Ok(())

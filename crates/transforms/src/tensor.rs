@@ -1,6 +1,6 @@
 //! ToFloat, Normalize, ToChw, ToHwc, and the fused one-pass kernel that Compose uses for them.
 
-use crate::image::{Dtype, Image, Item, Layout, Pixels};
+use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
 use crate::transform::Pointwise;
 use crate::{Error, Transform};
 
@@ -123,6 +123,8 @@ impl FloatPlan {
         if self.to_float.is_none() && norm.is_none() {
             return Ok(im.into_layout(to));
         }
+        // uint8 to float32 is four times the bytes: checked before the output is allocated.
+        check_size(h, w, c, Dtype::F32)?;
         let hw = h * w;
         let out = match im.into_pixels() {
             Pixels::U8(v) => {
@@ -321,6 +323,78 @@ mod tests {
     fn rgb(v: Vec<u8>) -> Item {
         let n = v.len() / 3;
         Item::Image(Image::new(1, n, 3, Layout::Hwc, Pixels::U8(v)).unwrap())
+    }
+
+    /// Every transform that makes a larger image refuses an output above `MAX_BYTES` before
+    /// allocating it. The 64 MiB input is zeroed memory never touched (the OS maps it lazily).
+    #[test]
+    fn transforms_that_grow_an_image_check_the_limit() {
+        use crate::{
+            Anchor, Compose, Fill, Interpolation, Pad, PadTo, Padding, PaddingMode, Resize,
+            ResizeSize, ToRgba,
+        };
+        use std::sync::Arc;
+        // 8192 x 8193 grey: 64 MiB, as float32 (or RGBA) just above 256 MiB.
+        let (h, w) = (8192, 8193);
+        let grey =
+            || Item::Image(Image::new(h, w, 1, Layout::Hwc, Pixels::U8(vec![0; h * w])).unwrap());
+        let fused = Compose::new(vec![
+            Arc::new(ToFloat::default()),
+            Arc::new(Normalize::new(&[0.5], &[0.5]).unwrap()),
+            Arc::new(ToChw),
+        ]);
+        let steps: [(&str, &dyn Transform); 3] = [
+            ("ToFloat", &ToFloat::default()),
+            ("ToFloat + Normalize + ToChw", &fused),
+            ("ToRgba", &ToRgba),
+        ];
+        for (name, t) in steps {
+            let err = t.apply(0, grey()).unwrap_err();
+            assert!(
+                matches!(err, Error::AllocationTooLarge { bytes, max_alloc, .. }
+                    if bytes == (h * w * 4) as u64 && max_alloc == crate::MAX_BYTES as u64),
+                "{name}: {err}"
+            );
+        }
+        // A pixel grown to 16384 x 16384 RGB (768 MiB).
+        let pixel =
+            || Item::Image(Image::new(1, 1, 3, Layout::Hwc, Pixels::U8(vec![0; 3])).unwrap());
+        let side = crate::MAX_SIDE;
+        let big = ResizeSize::Exact {
+            height: side,
+            width: side,
+        };
+        let growing: [(&str, Box<dyn Transform>); 3] = [
+            (
+                "PadTo",
+                Box::new(PadTo::new(side, side, Fill::default(), Anchor::TopLeft).unwrap()),
+            ),
+            (
+                "Resize",
+                Box::new(Resize::new(big, Interpolation::Bilinear, None, true).unwrap()),
+            ),
+            (
+                "Pad",
+                Box::new(
+                    Pad::new(
+                        Padding::Pair(side / 2 - 1, side / 2 - 1),
+                        Fill::default(),
+                        PaddingMode::Edge,
+                    )
+                    .unwrap(),
+                ),
+            ),
+        ];
+        for (name, t) in growing {
+            let err = t.apply(0, pixel()).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::AllocationTooLarge { .. } | Error::TooLarge { .. }
+                ),
+                "{name}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -131,12 +131,14 @@ pub(crate) fn decode(d: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
             ));
         }
     }
-    let (w, ht) = (h.width as u64, h.height as u64);
-    limits.check(w, ht, w * ht * 4)?;
+    // The fewest channels first (a grey palette gives L, direct colour RGB), the exact ones
+    // once the palette or the masks tell, before the pixels are allocated.
+    let fewest = if h.bits <= 8 { 1 } else { 3 };
+    limits.check(h.width as u64, h.height as u64, fewest)?;
     if h.bits <= 8 {
-        decode_palette(d, &h)
+        decode_palette(d, &h, limits)
     } else {
-        decode_direct(d, &h)
+        decode_direct(d, &h, limits)
     }
 }
 
@@ -145,7 +147,7 @@ fn stored_row(h: &Header, y: usize) -> usize {
     if h.top_down { y } else { h.height - 1 - y }
 }
 
-fn decode_palette(d: &[u8], h: &Header) -> Result<Raw, Error> {
+fn decode_palette(d: &[u8], h: &Header, limits: &DecodeLimits) -> Result<Raw, Error> {
     let palette: Vec<[u8; 3]> = (0..h.colors)
         .map(|i| {
             let at = h.palette_at + i * h.palette_entry;
@@ -165,6 +167,7 @@ fn decode_palette(d: &[u8], h: &Header) -> Result<Raw, Error> {
         _ => unpack_indices(d, h)?,
     };
     let channels = if grey { 1 } else { 3 };
+    limits.check(h.width as u64, h.height as u64, channels as u64)?;
     let mut data = Vec::with_capacity(indices.len() * channels);
     for &i in &indices {
         let p = palette.get(usize::from(i)).copied().unwrap_or([0; 3]);
@@ -336,7 +339,7 @@ impl Field {
     }
 }
 
-fn decode_direct(d: &[u8], h: &Header) -> Result<Raw, Error> {
+fn decode_direct(d: &[u8], h: &Header, limits: &DecodeLimits) -> Result<Raw, Error> {
     let masks = match (h.bits, h.compression) {
         (16, RGB) => [0x7c00, 0x03e0, 0x001f, 0],
         (24 | 32, RGB) => [0xff_0000, 0xff00, 0xff, 0],
@@ -358,6 +361,7 @@ fn decode_direct(d: &[u8], h: &Header) -> Result<Raw, Error> {
         ));
     }
     let channels = if a.mask != 0 { 4 } else { 3 };
+    limits.check(h.width as u64, h.height as u64, channels as u64)?;
     let src = rows(d, h)?;
     let stride = stride(h);
     let bpp = usize::from(h.bits / 8);

@@ -72,9 +72,13 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
             ));
         }
     };
-    // The decoded samples (4 a pixel for CMYK, before the conversion to RGB).
-    let bytes = width as u64 * height as u64 * channels as u64;
-    limits.check(width as u64, height as u64, bytes)?;
+    // The decoded image: CMYK becomes RGB (its 4-sample buffer is 4/3 of that).
+    let out_channels = if out_space == ColorSpace::CMYK {
+        3
+    } else {
+        channels
+    };
+    limits.check(width as u64, height as u64, out_channels as u64)?;
     if !has_end_marker(data) {
         return Err(Error::truncated(
             Format::Jpeg,

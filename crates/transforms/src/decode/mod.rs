@@ -6,7 +6,7 @@ mod png;
 mod tiff;
 mod webp;
 
-use crate::image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
+use crate::image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels, check_alloc};
 use crate::{Error, Format, Transform};
 
 /// Decode's limits, checked from the image's header before any pixel is decoded.
@@ -16,9 +16,10 @@ pub struct DecodeLimits {
     pub max_width: usize,
     /// The tallest image accepted.
     pub max_height: usize,
-    /// The most bytes the decoded samples may take (`width * height * samples per pixel *
-    /// bytes per sample`, as the decoder produces them: 16-bit PNG samples count 2 bytes, CMYK
-    /// 4 samples); also handed to the decoders as their own memory limit where they have one.
+    /// The most bytes the decoded image may take (`width * height * channels`, uint8 with the
+    /// channels `Decode` returns: CMYK counts 3, 16-bit samples 1 byte), the same rule for every
+    /// format. A decoder's working buffers take at most twice that (16-bit samples, CMYK):
+    /// [`DecodeLimits::working_bytes`] is handed to the decoders that have a memory limit.
     pub max_alloc: usize,
 }
 
@@ -33,9 +34,9 @@ impl Default for DecodeLimits {
 }
 
 impl DecodeLimits {
-    /// Refuses an image from its header: sides above the limits, or `bytes` (its decoded
-    /// samples) above `max_alloc`.
-    pub(crate) fn check(&self, width: u64, height: u64, bytes: u64) -> Result<(), Error> {
+    /// Refuses an image from its header: sides above the limits, or a decoded image of
+    /// `channels` (see `max_alloc`) above `max_alloc`.
+    pub(crate) fn check(&self, width: u64, height: u64, channels: u64) -> Result<(), Error> {
         if width > self.max_width as u64 || height > self.max_height as u64 {
             return Err(Error::TooLarge {
                 width,
@@ -44,15 +45,13 @@ impl DecodeLimits {
                 max_height: self.max_height as u64,
             });
         }
-        if bytes > self.max_alloc as u64 {
-            return Err(Error::AllocationTooLarge {
-                width,
-                height,
-                bytes,
-                max_alloc: self.max_alloc as u64,
-            });
-        }
-        Ok(())
+        check_alloc(width, height, channels, 1, self.max_alloc as u64)
+    }
+
+    /// The memory limit handed to a decoder's own checks: twice `max_alloc`, its largest
+    /// working buffer, so that the limit that refuses an image is always `max_alloc`.
+    pub(crate) fn working_bytes(&self) -> usize {
+        self.max_alloc.saturating_mul(2)
     }
 }
 

@@ -23,7 +23,7 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     let mut decoder = ::png::Decoder::new_with_limits(
         Cursor::new(data),
         ::png::Limits {
-            bytes: limits.max_alloc,
+            bytes: limits.working_bytes(),
         },
     );
     // Palettes to RGB(A), low bit depths to 8 bits, tRNS to alpha; 16 bits are reduced below,
@@ -31,23 +31,25 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     decoder.set_transformations(::png::Transformations::EXPAND);
     decoder.set_ignore_text_chunk(true);
     decoder.set_ignore_iccp_chunk(true);
-    // The header (IHDR) is read first: the limits are checked before any pixel is decoded.
+    // The header (IHDR) is read first: the sides and the fewest channels the image can have
+    // (tRNS, read next, may add alpha) are checked before the other chunks are read.
     let header = decoder.read_header_info().map_err(map_err)?;
     let (width, height) = (header.width as u64, header.height as u64);
     let source_color = header.color_type;
-    let wide = header.bit_depth == ::png::BitDepth::Sixteen;
-    // The largest output: 4 channels of 16 bits; the decoder's buffer is the output's size.
-    let out_channels: u64 = match source_color {
-        ::png::ColorType::Grayscale => 2, // with tRNS
+    let fewest: u64 = match source_color {
+        ::png::ColorType::Grayscale => 1,
         ::png::ColorType::GrayscaleAlpha => 2,
-        ::png::ColorType::Rgb | ::png::ColorType::Indexed | ::png::ColorType::Rgba => 4,
+        ::png::ColorType::Rgb | ::png::ColorType::Indexed => 3,
+        ::png::ColorType::Rgba => 4,
     };
-    let bytes = width * height * out_channels * if wide { 2 } else { 1 };
-    limits.check(width, height, bytes)?;
+    limits.check(width, height, fewest)?;
+    // The chunks up to the image data: now the output's channels are known, before any pixel
+    // is decoded (a 16-bit buffer is twice the output, see `DecodeLimits::max_alloc`).
     let mut reader = decoder.read_info().map_err(map_err)?;
     check_palette(reader.info())?;
     let (color, depth) = reader.output_color_type();
     let channels = color.samples();
+    limits.check(width, height, channels as u64)?;
     let (width, height) = (width as usize, height as usize);
     let too_large = || Error::corrupt(Format::Png, "image too large for this platform");
     let buf = if reader.info().interlaced {

@@ -26,8 +26,9 @@ fn map_err(e: TiffError) -> Error {
 
 pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     let mut tiff_limits = Limits::default();
-    tiff_limits.decoding_buffer_size = limits.max_alloc;
-    tiff_limits.intermediate_buffer_size = limits.max_alloc;
+    // 16-bit samples decode to a buffer twice the output's size.
+    tiff_limits.decoding_buffer_size = limits.working_bytes();
+    tiff_limits.intermediate_buffer_size = limits.working_bytes();
     let mut decoder = Decoder::new(Cursor::new(data))
         .map_err(map_err)?
         .with_limits(tiff_limits);
@@ -59,7 +60,13 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
         ));
     }
     let (w, h) = (u64::from(width), u64::from(height));
-    limits.check(w, h, w * h * samples * u64::from(bits / 8))?;
+    // The decoded image: CMYK becomes RGB, 16-bit samples 8-bit.
+    let out_channels = if matches!(color, ColorType::CMYK(_)) {
+        3
+    } else {
+        samples
+    };
+    limits.check(w, h, out_channels)?;
     // Associated (premultiplied) alpha: Pillow loads it as "RGBa" and divides it out.
     let associated = samples == 4
         && matches!(color, ColorType::RGBA(_))
@@ -124,7 +131,7 @@ fn decode_bilevel(
 ) -> Result<Raw, Error> {
     let (width, height) = decoder.dimensions().map_err(map_err)?;
     let (w, h) = (width as usize, height as usize);
-    limits.check(w as u64, h as u64, (w * h) as u64)?;
+    limits.check(w as u64, h as u64, 1)?;
     let DecodingResult::U8(packed) = decoder.read_image().map_err(map_err)? else {
         return Err(Error::corrupt(
             Format::Tiff,

@@ -32,9 +32,8 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     let mut decoder = WebPDecoder::new(Cursor::new(data)).map_err(map_err)?;
     let (width, height) = decoder.dimensions();
     let channels = if decoder.has_alpha() { 4 } else { 3 };
-    let bytes = u64::from(width) * u64::from(height) * channels as u64;
-    limits.check(u64::from(width), u64::from(height), bytes)?;
-    decoder.set_memory_limit(limits.max_alloc);
+    limits.check(u64::from(width), u64::from(height), channels as u64)?;
+    decoder.set_memory_limit(limits.working_bytes());
     let size = decoder
         .output_buffer_size()
         .ok_or_else(|| Error::corrupt(Format::WebP, "image too large for this platform"))?;

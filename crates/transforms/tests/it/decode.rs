@@ -59,18 +59,111 @@ fn lossy_webp_is_close_to_pillow() {
     assert!(d <= 3, "max difference {d}");
 }
 
-/// Every format checks the sides and the size from its header.
+/// A PNG of `w × h` pixels of `color` and `depth` (zeros), made with the `png` crate.
+fn png(w: u32, h: u32, color: png::ColorType, depth: png::BitDepth) -> Vec<u8> {
+    let samples = color.samples()
+        * if depth == png::BitDepth::Sixteen {
+            2
+        } else {
+            1
+        };
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
+    enc.set_color(color);
+    enc.set_depth(depth);
+    let mut writer = enc.write_header().unwrap();
+    writer
+        .write_image_data(&vec![0; w as usize * h as usize * samples])
+        .unwrap();
+    writer.finish().unwrap();
+    out
+}
+
+/// A BMP with a 40-byte header of `w × h` pixels of `bits` (zeros), `palette` entries first.
+fn bmp(w: u32, h: u32, bits: u16, palette: &[[u8; 4]], with_pixels: bool) -> Vec<u8> {
+    let stride = (w as usize * usize::from(bits)).div_ceil(32) * 4;
+    let pixels = if with_pixels {
+        vec![0; stride * h as usize]
+    } else {
+        Vec::new()
+    };
+    let mut info = Vec::new();
+    info.extend(40u32.to_le_bytes());
+    info.extend(w.to_le_bytes());
+    info.extend(h.to_le_bytes());
+    info.extend(1u16.to_le_bytes());
+    info.extend(bits.to_le_bytes());
+    info.extend(0u32.to_le_bytes());
+    info.extend((pixels.len() as u32).to_le_bytes());
+    info.extend([0u8; 8]);
+    info.extend((palette.len() as u32).to_le_bytes());
+    info.extend(0u32.to_le_bytes());
+    for p in palette {
+        info.extend(p);
+    }
+    let offset = 14 + info.len() as u32;
+    let mut out = b"BM".to_vec();
+    out.extend((offset + pixels.len() as u32).to_le_bytes());
+    out.extend([0u8; 4]);
+    out.extend(offset.to_le_bytes());
+    out.extend(info);
+    out.extend(pixels);
+    out
+}
+
+/// Every format checks the sides and the size from its header, the size being the decoded
+/// image's (uint8, the channels `Decode` returns: CMYK becomes RGB, 16 bits become 8).
 #[test]
 fn limits_are_checked_for_every_format() {
     use dlrs_transforms::{Decode, Error};
-    for (name, w, h, c) in [
-        ("rgb420.jpg", 20, 24, 3),
-        ("cmyk.jpg", 20, 24, 4),
-        ("rgb_lossless.webp", 11, 13, 3),
-        ("rgb.tiff", 11, 13, 3),
-        ("la.tiff", 9, 6, 2),
+    use png::{BitDepth, ColorType};
+    let grey: Vec<[u8; 4]> = (0..=255).map(|i| [i, i, i, 0]).collect();
+    for (name, data, w, h, c) in [
+        ("rgb420.jpg", fixture("rgb420.jpg"), 20, 24, 3),
+        ("cmyk.jpg", fixture("cmyk.jpg"), 20, 24, 3),
+        ("rgb_lossless.webp", fixture("rgb_lossless.webp"), 11, 13, 3),
+        (
+            "rgba_lossless.webp",
+            fixture("rgba_lossless.webp"),
+            11,
+            13,
+            4,
+        ),
+        ("rgb.tiff", fixture("rgb.tiff"), 11, 13, 3),
+        ("la.tiff", fixture("la.tiff"), 9, 6, 2),
+        ("cmyk.tiff", fixture("cmyk.tiff"), 11, 13, 3),
+        ("gray16.tiff", fixture("gray16.tiff"), 7, 5, 1),
+        (
+            "rgb png",
+            png(30, 20, ColorType::Rgb, BitDepth::Eight),
+            30,
+            20,
+            3,
+        ),
+        (
+            "rgb16 png",
+            png(30, 20, ColorType::Rgb, BitDepth::Sixteen),
+            30,
+            20,
+            3,
+        ),
+        (
+            "grey png",
+            png(30, 20, ColorType::Grayscale, BitDepth::Eight),
+            30,
+            20,
+            1,
+        ),
+        (
+            "rgba png",
+            png(30, 20, ColorType::Rgba, BitDepth::Eight),
+            30,
+            20,
+            4,
+        ),
+        ("24-bit bmp", bmp(30, 20, 24, &[], true), 30, 20, 3),
+        ("grey bmp", bmp(30, 20, 8, &grey, true), 30, 20, 1),
     ] {
-        let data = fixture(name);
         let err = Decode::new(w - 1, 100, 1 << 20)
             .unwrap()
             .decode(&data)
@@ -98,4 +191,96 @@ fn limits_are_checked_for_every_format() {
             "{name}"
         );
     }
+}
+
+/// `data` with the frame size of its first SOF segment set to `w × h` and cut after its first
+/// SOS header: no end marker, so the decoder stops before it allocates pixels.
+fn jpeg_claiming(data: &[u8], w: u16, h: u16) -> Vec<u8> {
+    let mut out = data.to_vec();
+    let mut at = 2;
+    loop {
+        let (marker, len) = (
+            out[at + 1],
+            usize::from(u16::from_be_bytes([out[at + 2], out[at + 3]])),
+        );
+        if (0xc0..=0xc2).contains(&marker) {
+            out[at + 5..at + 7].copy_from_slice(&h.to_be_bytes());
+            out[at + 7..at + 9].copy_from_slice(&w.to_be_bytes());
+        }
+        at += 2 + len;
+        if marker == 0xda {
+            out.truncate(at);
+            return out;
+        }
+    }
+}
+
+/// A PNG of its signature and IHDR alone, claiming `w × h` pixels of `color` (8 bits).
+fn png_claiming(w: u32, h: u32, color: u8) -> Vec<u8> {
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let mut body = b"IHDR".to_vec();
+    body.extend(w.to_be_bytes());
+    body.extend(h.to_be_bytes());
+    body.extend([8, color, 0, 0, 0]);
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    out.extend(13u32.to_be_bytes());
+    out.extend(&body);
+    out.extend(crc32(&body).to_be_bytes());
+    out
+}
+
+/// A 9000 × 9000 RGB image decodes to 232 MiB, under the 256 MiB limit, in every format; at
+/// 16384 × 16384 (768 MiB) every format refuses it. The headers alone claim the sizes: the
+/// accepted ones fail later for lack of pixels, before their buffers are allocated.
+#[test]
+fn a_huge_header_is_judged_by_its_decoded_size() {
+    use dlrs_transforms::{Decode, Error};
+    let jpeg = fixture("rgb444.jpg");
+    let claims = |side: u16| {
+        let s = u32::from(side);
+        vec![
+            ("png", png_claiming(s, s, 2)),
+            ("jpeg", jpeg_claiming(&jpeg, side, side)),
+            ("bmp", bmp(s, s, 24, &[], false)),
+        ]
+    };
+    for (name, data) in claims(9000) {
+        let err = Decode::default().decode(&data).unwrap_err();
+        assert!(
+            !matches!(
+                err,
+                Error::AllocationTooLarge { .. } | Error::TooLarge { .. }
+            ),
+            "{name}: {err}"
+        );
+    }
+    for (name, data) in claims(16384) {
+        let err = Decode::default().decode(&data).unwrap_err();
+        assert!(
+            matches!(err, Error::AllocationTooLarge { bytes, .. } if bytes == 16384 * 16384 * 3),
+            "{name}: {err}"
+        );
+    }
+    // A lossy WebP claiming 16383 × 16383 (its largest): 768 MiB, refused.
+    let mut webp = fixture("rgb_lossy.webp");
+    webp[26..28].copy_from_slice(&0x3fffu16.to_le_bytes());
+    webp[28..30].copy_from_slice(&0x3fffu16.to_le_bytes());
+    let err = Decode::default().decode(&webp).unwrap_err();
+    assert!(
+        matches!(err, Error::AllocationTooLarge { bytes, .. } if bytes == 16383 * 16383 * 3),
+        "webp: {err}"
+    );
 }
