@@ -21,7 +21,7 @@ class Points(PyDataset):
 
 
 def collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
-    xs, ys = zip(*samples)
+    xs, ys = zip(*samples, strict=True)
     return torch.stack(xs), torch.stack(ys)
 
 
@@ -42,7 +42,8 @@ def main() -> None:
                 syncs += accelerator.sync_gradients
     assert syncs == 40 * 3, syncs
     w, b = model.weight.item(), model.bias.item()
-    assert abs(w - 2) < 0.2 and abs(b + 1) < 0.1, (w, b)
+    assert abs(w - 2) < 0.2, w
+    assert abs(b + 1) < 0.1, b
     print(f"accelerate: {syncs} optimizer steps, fitted y = {w:.2f}x + {b:.2f}")
 
 

@@ -24,7 +24,7 @@ class Points(PyDataset):
 
 
 def collate(samples: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
-    xs, ys = zip(*samples)
+    xs, ys = zip(*samples, strict=True)
     return torch.stack(xs), torch.stack(ys)
 
 
@@ -51,7 +51,8 @@ def main() -> None:
     )  # fmt: skip
     trainer.fit(model, loader)
     slope, bias = model.fit.weight.item(), model.fit.bias.item()
-    assert abs(slope - 3) < 0.2 and abs(bias - 1) < 0.1, (slope, bias)
+    assert abs(slope - 3) < 0.2, slope
+    assert abs(bias - 1) < 0.1, bias
     print(f"lightning: fitted y = {slope:.2f}x + {bias:.2f} over {trainer.current_epoch} epochs")
 
 

@@ -134,3 +134,22 @@ def test_checkpoint_resume_mid_epoch_continues_with_the_batches_not_seen(tmp_pat
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(got["first"]) == 13
     assert got["first"] + got["rest"] == got["full"]
+
+
+def test_fabric_setup_dataloaders_refuses_ours_and_our_helper_does_its_work():
+    from lightning.fabric import Fabric
+
+    from dataloader_rs.fabric import setup_dataloaders
+
+    fabric = Fabric(accelerator="cpu", devices=1)
+    plain = loader(shuffle=True, seed=2)
+    with pytest.raises(TypeError, match="Only PyTorch DataLoader"):
+        fabric.setup_dataloaders(plain)
+    train, val = setup_dataloaders(fabric, plain, loader())
+    epochs = [[x.tolist() for x, _ in train] for _ in range(2)]
+    assert all(sorted(x for batch in e for x in batch) == list(range(24)) for e in epochs)
+    assert epochs[0] != epochs[1]  # a new epoch number each iteration
+    reference = loader(shuffle=True, seed=2)
+    reference.set_epoch(1)
+    assert epochs[1] == [x.tolist() for x, _ in reference]
+    assert all(x.device == fabric.device for x, _ in val)
