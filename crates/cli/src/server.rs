@@ -536,16 +536,20 @@ mod tests {
         let start = Instant::now();
         let woke = Arc::new(Mutex::new(Vec::new()));
         runtime.block_on(async {
+            // Tasks, not one joined future: a woken task runs in the order it was woken, so the
+            // order they record is the timer's, even when several are due by the time they run.
             let sleeps = [30u64, 10, 20, 0, 10].map(|ms| {
                 let (queue, woke) = (Arc::clone(&timer.queue), Arc::clone(&woke));
-                async move {
+                tokio::spawn(async move {
                     let due = start + Duration::from_millis(ms);
                     queue.sleep_until(due).await;
                     assert!(Instant::now() >= due, "woken early");
                     woke.lock().unwrap().push(ms);
-                }
+                })
             });
-            futures::future::join_all(sleeps).await;
+            for sleep in sleeps {
+                sleep.await.unwrap();
+            }
         });
         let woke = woke.lock().unwrap().clone();
         assert_eq!(woke.len(), 5);
