@@ -67,6 +67,27 @@ def test_pin_memory_without_cuda_warns_and_pins_nothing():
     assert [b.tolist() for b in loader] == [[0, 1], [2, 3]]
 
 
+def test_pin_memory_with_cuda_pins_each_batch_on_a_worker(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import torch.utils.data._utils.pin_memory as pin_module
+
+    pinned = []
+
+    def fake_pin(batch, device=None):
+        pinned.append((threading.get_ident(), device))
+        return ("pinned", batch)
+
+    # No GPU here: stand in for CUDA and for torch's pinning, to check the wiring.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(pin_module, "pin_memory", fake_pin)
+    loader = PyDataloader(
+        Range(4), batch_size=2, num_workers=1, pin_memory=True, pin_memory_device="cuda:0", collate_fn=sum
+    )
+    assert list(loader) == [("pinned", 1), ("pinned", 5)]
+    assert [device for _, device in pinned] == ["cuda:0", "cuda:0"]
+    assert threading.get_ident() not in {t for t, _ in pinned}
+
+
 def test_multiprocessing_context_warns_that_workers_are_threads():
     with pytest.warns(UserWarning, match="threads"):
         PyDataloader(Range(2), multiprocessing_context="spawn")
