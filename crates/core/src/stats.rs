@@ -155,6 +155,69 @@ impl Stats {
     }
 }
 
+/// Per-item counters a source keeps (the core loader counts batches): fetch and transform
+/// latency apart, the items being fetched now, and the items handed to the consumer.
+#[derive(Debug, Default)]
+pub struct ItemStats {
+    /// One fetch: a `__getitem__` call, a request with its retries, a coroutine.
+    pub fetch: Histogram,
+    /// One transform call.
+    pub transform: Histogram,
+    in_flight: AtomicU64,
+    delivered: AtomicU64,
+}
+
+/// An item being fetched; counted in flight until dropped.
+#[must_use]
+pub struct Fetching<'a>(&'a ItemStats);
+
+impl Drop for Fetching<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl ItemStats {
+    /// Counts one item in flight until the guard is dropped.
+    pub fn fetching(&self) -> Fetching<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        Fetching(self)
+    }
+
+    /// Counts an item in flight (for a fetch whose end is reported by [`ItemStats::fetched`]).
+    pub fn started(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Ends a fetch counted by [`ItemStats::started`], which took `took`.
+    pub fn fetched(&self, took: Duration) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.fetch.record(took);
+    }
+
+    /// Ends `n` fetches counted by [`ItemStats::started`] that were given up.
+    pub fn abandoned(&self, n: usize) {
+        self.in_flight.fetch_sub(n as u64, Ordering::Relaxed);
+    }
+
+    /// The items being fetched now.
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` items handed to the consumer.
+    pub fn delivered(&self, n: usize) {
+        self.delivered.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The items handed to the consumer.
+    #[must_use]
+    pub fn items_delivered(&self) -> u64 {
+        self.delivered.load(Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
