@@ -8,7 +8,9 @@
 //! which is taken once at the end to make the `ImageBatch` object.
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use dlrs_core::ItemStats;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -63,6 +65,14 @@ pub struct Pipeline {
     pub transform: Option<ItemTransform>,
     pub collate: Collate,
     pub return_indices: bool,
+    /// The loader's per-item counters (every source has a pipeline; the sources count fetches).
+    pub stats: Arc<ItemStats>,
+}
+
+/// A loaded batch and the number of items in it (fewer than its indices when some were skipped).
+pub struct Loaded {
+    pub batch: Py<PyAny>,
+    pub items: usize,
 }
 
 /// The Rust transform behind `obj`: one of our classes, or `_loader`'s one-argument wrapper
@@ -107,6 +117,7 @@ impl Pipeline {
                 transform,
                 collate,
                 return_indices,
+                stats: Arc::default(),
             }
         })
     }
@@ -119,8 +130,9 @@ impl Pipeline {
         index: u64,
         sample: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match &self.transform {
-            None => Ok(sample),
+        let started = Instant::now();
+        let out = match &self.transform {
+            None => return Ok(sample),
             Some(ItemTransform::Python(f)) => f.bind(py).call1((index, sample)),
             Some(ItemTransform::Native(t)) => {
                 let item = item_from_py(&sample)?;
@@ -130,15 +142,18 @@ impl Pipeline {
                     .map_err(|e| image_error(&e))?;
                 item_into_py(py, out)
             }
-        }
+        };
+        self.stats.transform.record(started.elapsed());
+        out
     }
 
     /// Transforms a sample on a thread that does not hold the interpreter: a Python transform
     /// takes it for its call only; a native one never takes it (unless the sample is a Python
     /// object, which is read under the interpreter first).
     pub fn transform_detached(&self, index: u64, sample: Sample) -> PyResult<Sample> {
-        match &self.transform {
-            None => Ok(sample),
+        let started = Instant::now();
+        let out = match &self.transform {
+            None => return Ok(sample),
             Some(ItemTransform::Python(f)) => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
                 Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
@@ -153,7 +168,9 @@ impl Pipeline {
                     .map(Sample::Native)
                     .map_err(|e| image_error(&e))
             }
-        }
+        };
+        self.stats.transform.record(started.elapsed());
+        out
     }
 
     /// Collates a list of Python samples on a thread that holds the interpreter.

@@ -3,6 +3,7 @@
 //! item when the items of a batch are fetched concurrently).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,7 +11,7 @@ use pyo3::types::{PyList, PyType};
 
 use dlrs_core::{BatchCtx, LoadError, Source};
 
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Loaded, Pipeline};
 use crate::run::Skipper;
 
 /// The Python callables of one loader.
@@ -41,7 +42,12 @@ impl Calls {
 
     /// `__getitem__(index)` then the transform.
     fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
-        let sample = self.getitem.bind(py).call1((index,))?;
+        let stats = &self.pipeline.stats;
+        let (fetching, started) = (stats.fetching(), Instant::now());
+        let sample = self.getitem.bind(py).call1((index,));
+        stats.fetch.record(started.elapsed());
+        drop(fetching);
+        let sample = sample?;
         self.check_not_coroutine(&sample, "__getitem__")?;
         self.pipeline.transform_attached(py, index, sample)
     }
@@ -62,10 +68,17 @@ impl Calls {
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
     /// `__getitem__` per index. With skipping on, a failed `__getitems__` is retried item by
     /// item to find the items that fail.
-    fn batch(&self, py: Python<'_>, indices: &[u64]) -> PyResult<Py<PyAny>> {
+    fn batch(&self, py: Python<'_>, indices: &[u64]) -> PyResult<Loaded> {
+        let loaded = |batch| Loaded {
+            batch,
+            items: indices.len(),
+        };
         if self.skipper.enabled() {
             if let Some(Ok(list)) = self.getitems_list(py, indices) {
-                return self.pipeline.collate_attached(py, list, indices);
+                return self
+                    .pipeline
+                    .collate_attached(py, list, indices)
+                    .map(loaded);
             }
             let list = PyList::empty(py);
             let mut kept = Vec::with_capacity(indices.len());
@@ -75,7 +88,9 @@ impl Calls {
                     kept.push(i);
                 }
             }
-            return self.pipeline.collate_attached(py, list, &kept);
+            let items = kept.len();
+            let batch = self.pipeline.collate_attached(py, list, &kept)?;
+            return Ok(Loaded { batch, items });
         }
         let list = match self.getitems_list(py, indices) {
             Some(list) => list?,
@@ -89,7 +104,9 @@ impl Calls {
                 PyList::new(py, items)?
             }
         };
-        self.pipeline.collate_attached(py, list, indices)
+        self.pipeline
+            .collate_attached(py, list, indices)
+            .map(loaded)
     }
 
     /// The transformed samples of `__getitems__`, when the dataset has one.
@@ -100,7 +117,12 @@ impl Calls {
     ) -> Option<PyResult<Bound<'py, PyList>>> {
         let getitems = self.getitems.as_ref()?;
         Some((|| {
-            let samples = getitems.bind(py).call1((PyList::new(py, indices)?,))?;
+            let stats = &self.pipeline.stats;
+            let (fetching, started) = (stats.fetching(), Instant::now());
+            let samples = getitems.bind(py).call1((PyList::new(py, indices)?,));
+            stats.fetch.record(started.elapsed());
+            drop(fetching);
+            let samples = samples?;
             let mut items = Vec::with_capacity(indices.len());
             for (pos, sample) in samples.try_iter()?.enumerate() {
                 let sample = sample?;
@@ -138,10 +160,10 @@ pub struct PySource {
 }
 
 impl Source for PySource {
-    type Batch = Py<PyAny>;
+    type Batch = Loaded;
     type Error = PyErr;
 
-    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         if ctx.item_concurrency() > 1 && indices.len() > 1 {
             // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
             // is taken per item, and released while this thread waits for the helpers.
@@ -156,7 +178,9 @@ impl Source for PySource {
                     .filter_map(|(&i, x)| x.as_ref().map(|_| i))
                     .collect();
                 let list = PyList::new(py, items.into_iter().flatten().collect::<Vec<_>>())?;
-                self.calls.pipeline.collate_attached(py, list, &kept)
+                let items = kept.len();
+                let batch = self.calls.pipeline.collate_attached(py, list, &kept)?;
+                Ok(Loaded { batch, items })
             })
             .map_err(LoadError::Source);
         }

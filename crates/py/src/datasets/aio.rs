@@ -3,7 +3,8 @@
 //! handed back to Rust as it arrives and transformed on the loader's pool, then the batch is
 //! collated. The worker waits without the interpreter; an abandoned batch cancels its coroutine.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::future::{Either, select};
@@ -12,12 +13,12 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use dlrs_core::{BatchCtx, LoadError};
+use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
 use super::rust::wait_batch;
 use super::stage::Stage;
-use crate::pipeline::Sample;
+use crate::pipeline::{Loaded, Sample};
 
 /// One item (or the whole batch, `pos` None) as the event loop delivered it.
 struct Arrival {
@@ -29,11 +30,61 @@ struct Arrival {
 #[pyclass(frozen, module = "dataloader_rs._native", name = "_Deliver")]
 pub struct Deliver {
     tx: mpsc::UnboundedSender<Arrival>,
+    stats: Arc<ItemStats>,
+    /// When each item in flight started (`started(pos)`), for the fetch latency.
+    starts: Mutex<Vec<Option<Instant>>>,
+}
+
+impl Deliver {
+    fn new(tx: mpsc::UnboundedSender<Arrival>, stats: Arc<ItemStats>, n: usize) -> Self {
+        Self {
+            tx,
+            stats,
+            starts: Mutex::new(vec![None; n]),
+        }
+    }
+}
+
+impl Drop for Deliver {
+    fn drop(&mut self) {
+        // Items that never arrived (a cancelled or failed batch) are no longer in flight.
+        let starts = self
+            .starts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.stats.abandoned(starts.iter().flatten().count());
+    }
 }
 
 #[pymethods]
 impl Deliver {
+    /// Item `pos` (every item of the batch, for `None`: `__getitems__`) is being fetched.
+    fn started(&self, pos: Option<usize>) {
+        let now = Instant::now();
+        let mut starts = self
+            .starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
+        for slot in starts.get_mut(range).into_iter().flatten() {
+            if slot.replace(now).is_none() {
+                self.stats.started();
+            }
+        }
+    }
+
     fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) {
+        let mut starts = self
+            .starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
+        for slot in starts.get_mut(range).into_iter().flatten() {
+            if let Some(t) = slot.take() {
+                self.stats.fetched(t.elapsed());
+            }
+        }
+        drop(starts);
         let result = if failed {
             // The exception object itself: it reaches the consumer with its type and identity.
             Err(PyErr::from_value(value))
@@ -94,12 +145,9 @@ impl Drop for CloseOnDrop {
 
 impl AsyncSource {
     /// Loads one batch (on a worker thread).
-    pub fn load_batch(
-        &self,
-        indices: &[u64],
-        ctx: &BatchCtx,
-    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let (tx, rx) = mpsc::unbounded();
+        let stats = Arc::clone(&self.stage.pipeline().stats);
         let future = crate::attach::attach(|py| {
             self.event_loop
                 .bind(py)
@@ -110,7 +158,7 @@ impl AsyncSource {
                         self.getitems.as_ref().map(|g| g.clone_ref(py)),
                         PyList::new(py, indices)?,
                         self.item_concurrency,
-                        Deliver { tx },
+                        Deliver::new(tx, stats, indices.len()),
                     ),
                 )
                 .map(Bound::unbind)
@@ -123,6 +171,10 @@ impl AsyncSource {
         self.stage
             .pipeline()
             .collate_detached(samples, indices)
+            .map(|batch| Loaded {
+                batch,
+                items: indices.len(),
+            })
             .map_err(LoadError::Source)
     }
 

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -20,7 +21,7 @@ use dlrs_io::{Dataset, Runtime};
 use super::CHECK_INTERVAL;
 use super::stage::Stage;
 use crate::errors::io_error;
-use crate::pipeline::Sample;
+use crate::pipeline::{Loaded, Sample};
 
 /// A spawned fetch that is aborted when dropped (an abandoned batch stops its requests).
 struct Spawned(JoinHandle<Result<Bytes, dlrs_io::Error>>);
@@ -72,15 +73,15 @@ pub struct RustSource {
 
 impl RustSource {
     /// Loads one batch (on a worker thread).
-    pub fn load_batch(
-        &self,
-        indices: &[u64],
-        ctx: &BatchCtx,
-    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let samples = wait_batch(&self.runtime, self.fetch(indices), ctx)?;
         self.stage
             .pipeline()
             .collate_detached(samples, indices)
+            .map(|batch| Loaded {
+                batch,
+                items: indices.len(),
+            })
             .map_err(LoadError::Source)
     }
 
@@ -97,8 +98,13 @@ impl RustSource {
                 let (pos, index) = (next, indices[next]);
                 next += 1;
                 let fetch = Spawned(handle.spawn(self.dataset.fetch(index)));
+                let stats = &self.stage.pipeline().stats;
+                let (fetching, started) = (stats.fetching(), Instant::now());
                 let transformed = async move {
-                    let bytes = fetch.await?;
+                    let bytes = fetch.await;
+                    stats.fetch.record(started.elapsed());
+                    drop(fetching);
+                    let bytes = bytes?;
                     Ok::<_, PyErr>(Sample::Bytes(bytes))
                 };
                 let stage = &self.stage;
