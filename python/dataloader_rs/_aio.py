@@ -31,7 +31,10 @@ _CANCEL_GRACE = 1.0
 class Deliver(Protocol):
     """The Rust side's ``_Deliver``: ``pos`` None stands for every item of the batch."""
 
-    def __call__(self, pos: int | None, value: Any, failed: bool, /) -> None: ...
+    def __call__(self, pos: int | None, value: Any, failed: bool, /) -> bool:
+        """Returns whether the batch goes on after a failed item (skipped with max_failures)."""
+        ...
+
     def started(self, pos: int | None, /) -> None: ...
 
 
@@ -76,8 +79,9 @@ async def load_batch(
                 except asyncio.CancelledError:
                     raise
                 except BaseException as exc:  # the consumer gets it, whatever it is
+                    if deliver(pos, exc, True):
+                        continue  # skipped
                     failed = True
-                    deliver(pos, exc, True)
                     return
                 deliver(pos, sample, False)
 

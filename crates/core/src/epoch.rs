@@ -221,6 +221,12 @@ impl<S: Source> Epoch<S> {
         }
     }
 
+    /// This epoch's identity among the live epochs: [`BatchCtx::epoch_id`] of its batches.
+    #[must_use]
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.cancelled) as usize
+    }
+
     /// The most batches that were in progress or waiting at once (for tests and stats).
     #[must_use]
     pub fn peak_in_flight(&self) -> u64 {

@@ -56,6 +56,13 @@ impl BatchCtx {
         self.cancelled.load(Ordering::Relaxed)
     }
 
+    /// The identity of the batch's epoch among the live epochs ([`crate::Epoch::id`]): an
+    /// address, so it may be reused once the epoch and all its batches are gone.
+    #[must_use]
+    pub fn epoch_id(&self) -> usize {
+        Arc::as_ptr(&self.cancelled) as usize
+    }
+
     /// How many items of one batch may be fetched at once.
     #[must_use]
     pub fn item_concurrency(&self) -> usize {

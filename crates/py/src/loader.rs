@@ -336,14 +336,9 @@ impl Loader {
         (p.epoch, p.position, p.num_batches, p.started)
     }
 
-    /// Skip failed items of a Python dataset: at most `count` per epoch, or `fraction` of it.
+    /// Skip failed items: at most `count` per epoch, or `fraction` of it.
     #[pyo3(signature = (count=None, fraction=None))]
     fn set_max_failures(&self, count: Option<u64>, fraction: Option<f64>) -> PyResult<()> {
-        if !matches!(self.inner.source().as_ref(), AnySource::Python(_)) {
-            return Err(PyValueError::new_err(
-                "max_failures is supported for PyDataset datasets only",
-            ));
-        }
         match (count, fraction) {
             (Some(n), None) => self.skipper.set_limit(Limit::Count(n)),
             (None, Some(f)) if (0.0..=1.0).contains(&f) => {
@@ -440,6 +435,8 @@ impl Loader {
         let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
         let stage = Stage::new(pipeline, common.transform_threads());
         let transform_threads = stage.threads();
+        // Rust and async sources skip through their stage's pipeline.
+        let skipper = Arc::clone(&stage.pipeline().skipper);
         let source = make(Arc::new(runtime), stage);
         let inner =
             dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
@@ -449,15 +446,18 @@ impl Loader {
             transform_threads,
             event_loop,
             run: Arc::default(),
-            skipper: Arc::default(),
+            skipper,
         })
     }
 
     fn start(&self, order: Order, number: u64) -> BatchIterator {
         let config = *self.inner.config();
         let order = self.run.shard(order, config.drop_last);
-        self.skipper.new_epoch(order.len());
-        let epoch = self.inner.epoch_from(order, self.run.take_start());
+        let epoch = self.skipper.start_epoch(
+            order.len(),
+            || self.inner.epoch_from(order, self.run.take_start()),
+            Epoch::id,
+        );
         self.run
             .record(number, epoch.position(), epoch.num_batches());
         BatchIterator {

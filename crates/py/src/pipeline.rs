@@ -19,6 +19,7 @@ use dlrs_transforms::{Collator, Image, Item, Transform};
 
 use crate::batch::{ImageBatch, ImageCollator, collate_list};
 use crate::errors::image_error;
+use crate::run::Skipper;
 use crate::transforms::{PyTransform, item_from_py, item_into_py};
 
 /// One item between the dataset and the batch.
@@ -67,6 +68,8 @@ pub struct Pipeline {
     pub return_indices: bool,
     /// The loader's per-item counters (every source has a pipeline; the sources count fetches).
     pub stats: Arc<ItemStats>,
+    /// Skips failed items of a Rust or async source (a Python source has its own in `Calls`).
+    pub skipper: Arc<Skipper>,
 }
 
 /// A loaded batch and the number of items in it (fewer than its indices when some were skipped).
@@ -118,6 +121,7 @@ impl Pipeline {
                 collate,
                 return_indices,
                 stats: Arc::default(),
+                skipper: Arc::default(),
             }
         })
     }

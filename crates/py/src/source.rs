@@ -53,14 +53,18 @@ impl Calls {
     }
 
     /// `item`, or `None` for an item that failed and may be skipped.
+    /// (`epoch`: [`BatchCtx::epoch_id`], whose record the failure goes to.)
     fn item_or_skip<'py>(
         &self,
         py: Python<'py>,
+        epoch: usize,
         index: u64,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         match self.item(py, index) {
             Ok(x) => Ok(Some(x)),
-            Err(e) if self.skipper.enabled() => self.skipper.skip(py, index, &e).map(|()| None),
+            Err(e) if self.skipper.enabled() => {
+                self.skipper.skip(py, epoch, index, &e).map(|()| None)
+            }
             Err(e) => Err(e),
         }
     }
@@ -68,7 +72,7 @@ impl Calls {
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
     /// `__getitem__` per index. With skipping on, a failed `__getitems__` is retried item by
     /// item to find the items that fail.
-    fn batch(&self, py: Python<'_>, indices: &[u64]) -> PyResult<Loaded> {
+    fn batch(&self, py: Python<'_>, epoch: usize, indices: &[u64]) -> PyResult<Loaded> {
         let loaded = |batch| Loaded {
             batch,
             items: indices.len(),
@@ -83,7 +87,7 @@ impl Calls {
             let list = PyList::empty(py);
             let mut kept = Vec::with_capacity(indices.len());
             for &i in indices {
-                if let Some(x) = self.item_or_skip(py, i)? {
+                if let Some(x) = self.item_or_skip(py, epoch, i)? {
                     list.append(x)?;
                     kept.push(i);
                 }
@@ -167,9 +171,13 @@ impl Source for PySource {
         if ctx.item_concurrency() > 1 && indices.len() > 1 {
             // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
             // is taken per item, and released while this thread waits for the helpers.
-            let calls = Arc::clone(&self.calls);
+            let (calls, epoch) = (Arc::clone(&self.calls), ctx.epoch_id());
             let items = ctx.map_items(indices, move |i| {
-                crate::attach::attach(|py| calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind)))
+                crate::attach::attach(|py| {
+                    calls
+                        .item_or_skip(py, epoch, i)
+                        .map(|x| x.map(Bound::unbind))
+                })
             })?;
             return crate::attach::attach(|py| {
                 let kept: Vec<u64> = indices
@@ -184,7 +192,8 @@ impl Source for PySource {
             })
             .map_err(LoadError::Source);
         }
-        crate::attach::attach(|py| self.calls.batch(py, indices)).map_err(LoadError::Source)
+        crate::attach::attach(|py| self.calls.batch(py, ctx.epoch_id(), indices))
+            .map_err(LoadError::Source)
     }
 
     /// A worker keeps the interpreter across the batches it can load back to back: under the

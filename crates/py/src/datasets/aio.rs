@@ -16,7 +16,7 @@ use pyo3::types::PyList;
 use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
-use super::rust::wait_batch;
+use super::rust::{kept_samples, skip_or_fail, wait_batch};
 use super::stage::Stage;
 use crate::pipeline::{Loaded, Sample};
 
@@ -33,14 +33,22 @@ pub struct Deliver {
     stats: Arc<ItemStats>,
     /// When each item in flight started (`started(pos)`), for the fetch latency.
     starts: Mutex<Vec<Option<Instant>>>,
+    /// Failed items may be skipped: the batch goes on after one.
+    skipping: bool,
 }
 
 impl Deliver {
-    fn new(tx: mpsc::UnboundedSender<Arrival>, stats: Arc<ItemStats>, n: usize) -> Self {
+    fn new(
+        tx: mpsc::UnboundedSender<Arrival>,
+        stats: Arc<ItemStats>,
+        n: usize,
+        skipping: bool,
+    ) -> Self {
         Self {
             tx,
             stats,
             starts: Mutex::new(vec![None; n]),
+            skipping,
         }
     }
 }
@@ -73,7 +81,8 @@ impl Deliver {
         }
     }
 
-    fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) {
+    /// Returns whether the batch goes on after a failed item (it may be skipped).
+    fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) -> bool {
         let mut starts = self
             .starts
             .lock()
@@ -93,6 +102,7 @@ impl Deliver {
         };
         // The batch may have been abandoned already: nobody listens then.
         let _ = self.tx.unbounded_send(Arrival { pos, result });
+        self.skipping && pos.is_some()
     }
 }
 
@@ -148,6 +158,8 @@ impl AsyncSource {
     pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let (tx, rx) = mpsc::unbounded();
         let stats = Arc::clone(&self.stage.pipeline().stats);
+        // Skipping finds the failed items one by one: no `__getitems__` then.
+        let skipping = self.stage.pipeline().skipper.enabled();
         let future = crate::attach::attach(|py| {
             self.event_loop
                 .bind(py)
@@ -155,26 +167,28 @@ impl AsyncSource {
                     "submit",
                     (
                         self.getitem.clone_ref(py),
-                        self.getitems.as_ref().map(|g| g.clone_ref(py)),
+                        self.getitems
+                            .as_ref()
+                            .filter(|_| !skipping)
+                            .map(|g| g.clone_ref(py)),
                         PyList::new(py, indices)?,
                         self.item_concurrency,
-                        Deliver::new(tx, stats, indices.len()),
+                        Deliver::new(tx, stats, indices.len(), skipping),
                     ),
                 )
                 .map(Bound::unbind)
         })
         .map_err(LoadError::Source)?;
         let mut guard = CancelOnDrop(Some(future));
-        let samples = wait_batch(&self.runtime, self.gather(rx, indices), ctx)?;
+        let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx.epoch_id()), ctx)?;
         // Every item arrived: the coroutine is finishing by itself.
         guard.0 = None;
+        let (samples, kept) = kept_samples(slots, indices);
+        let items = kept.len();
         self.stage
             .pipeline()
-            .collate_detached(samples, indices)
-            .map(|batch| Loaded {
-                batch,
-                items: indices.len(),
-            })
+            .collate_detached(samples, &kept)
+            .map(|batch| Loaded { batch, items })
             .map_err(LoadError::Source)
     }
 
@@ -183,7 +197,8 @@ impl AsyncSource {
         &self,
         mut arrivals: mpsc::UnboundedReceiver<Arrival>,
         indices: &[u64],
-    ) -> PyResult<Vec<Sample>> {
+        epoch: usize,
+    ) -> PyResult<Vec<Option<Sample>>> {
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
         let mut filled = 0;
@@ -208,6 +223,14 @@ impl AsyncSource {
                         "the loader's event loop stopped before the batch was loaded",
                     ));
                 }
+                Either::Left(Some(Arrival {
+                    pos: Some(pos),
+                    result: Err(e),
+                })) if pos < n => {
+                    skip_or_fail(self.stage.pipeline(), epoch, indices[pos], e)?;
+                    arrived += 1;
+                    filled += 1;
+                }
                 Either::Left(Some(Arrival { result: Err(e), .. })) => return Err(e),
                 Either::Left(Some(Arrival { pos: None, .. })) => {
                     return Err(PyRuntimeError::new_err(
@@ -228,7 +251,10 @@ impl AsyncSource {
                     transforming.push(async move { (pos, transform.await) });
                 }
                 Either::Right(None) => {}
-                Either::Right(Some((_, Err(e)))) => return Err(e),
+                Either::Right(Some((pos, Err(e)))) => {
+                    skip_or_fail(self.stage.pipeline(), epoch, indices[pos], e)?;
+                    filled += 1;
+                }
                 Either::Right(Some((pos, Ok(sample)))) => {
                     if slots[pos].replace(sample).is_none() {
                         filled += 1;
@@ -236,9 +262,6 @@ impl AsyncSource {
                 }
             }
         }
-        Ok(slots
-            .into_iter()
-            .map(|s| s.expect("every item of the batch arrived"))
-            .collect())
+        Ok(slots)
     }
 }
