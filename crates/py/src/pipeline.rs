@@ -8,7 +8,6 @@
 //! which is taken once at the end to make the `ImageBatch` object.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use dlrs_core::ItemStats;
 use pyo3::exceptions::PyValueError;
@@ -134,11 +133,13 @@ impl Pipeline {
         index: u64,
         sample: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let started = Instant::now();
-        let out = match &self.transform {
-            None => return Ok(sample),
-            Some(ItemTransform::Python(f)) => f.bind(py).call1((index, sample)),
-            Some(ItemTransform::Native(t)) => {
+        let Some(transform) = &self.transform else {
+            return Ok(sample);
+        };
+        let started = self.stats.transform_clock();
+        let out = match transform {
+            ItemTransform::Python(f) => f.bind(py).call1((index, sample)),
+            ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);
                 let out = py
@@ -147,7 +148,7 @@ impl Pipeline {
                 item_into_py(py, out)
             }
         };
-        self.stats.transform.record(started.elapsed());
+        self.stats.transform_took(started);
         out
     }
 
@@ -155,14 +156,16 @@ impl Pipeline {
     /// takes it for its call only; a native one never takes it (unless the sample is a Python
     /// object, which is read under the interpreter first).
     pub fn transform_detached(&self, index: u64, sample: Sample) -> PyResult<Sample> {
-        let started = Instant::now();
-        let out = match &self.transform {
-            None => return Ok(sample),
-            Some(ItemTransform::Python(f)) => crate::attach::attach(|py| {
+        let Some(transform) = &self.transform else {
+            return Ok(sample);
+        };
+        let started = self.stats.transform_clock();
+        let out = match transform {
+            ItemTransform::Python(f) => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
                 Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
             }),
-            Some(ItemTransform::Native(t)) => {
+            ItemTransform::Native(t) => {
                 let item = match sample {
                     Sample::Bytes(b) => Item::Bytes(b),
                     Sample::Native(item) => item,
@@ -173,7 +176,7 @@ impl Pipeline {
                     .map_err(|e| image_error(&e))
             }
         };
-        self.stats.transform.record(started.elapsed());
+        self.stats.transform_took(started);
         out
     }
 

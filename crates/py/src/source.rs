@@ -3,7 +3,6 @@
 //! item when the items of a batch are fetched concurrently).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -43,9 +42,9 @@ impl Calls {
     /// `__getitem__(index)` then the transform.
     fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
         let stats = &self.pipeline.stats;
-        let (fetching, started) = (stats.fetching(), Instant::now());
+        let (fetching, started) = (stats.fetching(), stats.fetch_clock());
         let sample = self.getitem.bind(py).call1((index,));
-        stats.fetch.record(started.elapsed());
+        stats.fetch_took(started);
         drop(fetching);
         let sample = sample?;
         self.check_not_coroutine(&sample, "__getitem__")?;
@@ -122,9 +121,9 @@ impl Calls {
         let getitems = self.getitems.as_ref()?;
         Some((|| {
             let stats = &self.pipeline.stats;
-            let (fetching, started) = (stats.fetching(), Instant::now());
+            let (fetching, started) = (stats.fetching(), stats.fetch_clock());
             let samples = getitems.bind(py).call1((PyList::new(py, indices)?,));
-            stats.fetch.record(started.elapsed());
+            stats.fetch_took(started);
             drop(fetching);
             let samples = samples?;
             let mut items = Vec::with_capacity(indices.len());

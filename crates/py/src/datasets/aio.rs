@@ -31,8 +31,8 @@ struct Arrival {
 pub struct Deliver {
     tx: mpsc::UnboundedSender<Arrival>,
     stats: Arc<ItemStats>,
-    /// When each item in flight started (`started(pos)`), for the fetch latency.
-    starts: Mutex<Vec<Option<Instant>>>,
+    /// The items in flight (`started(pos)`), with the clock of those timed.
+    starts: Mutex<Vec<Option<Option<Instant>>>>,
     /// Failed items may be skipped: the batch goes on after one.
     skipping: bool,
 }
@@ -68,14 +68,14 @@ impl Drop for Deliver {
 impl Deliver {
     /// Item `pos` (every item of the batch, for `None`: `__getitems__`) is being fetched.
     fn started(&self, pos: Option<usize>) {
-        let now = Instant::now();
+        let clock = self.stats.fetch_clock();
         let mut starts = self
             .starts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let range = pos.map_or(0..starts.len(), |p| p..p + 1);
         for slot in starts.get_mut(range).into_iter().flatten() {
-            if slot.replace(now).is_none() {
+            if slot.replace(clock).is_none() {
                 self.stats.started();
             }
         }
@@ -89,8 +89,8 @@ impl Deliver {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let range = pos.map_or(0..starts.len(), |p| p..p + 1);
         for slot in starts.get_mut(range).into_iter().flatten() {
-            if let Some(t) = slot.take() {
-                self.stats.fetched(t.elapsed());
+            if let Some(clock) = slot.take() {
+                self.stats.fetched(clock);
             }
         }
         drop(starts);

@@ -6,7 +6,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -98,10 +97,10 @@ impl RustSource {
                 next += 1;
                 let fetch = Spawned(handle.spawn(self.dataset.fetch(index)));
                 let stats = &self.stage.pipeline().stats;
-                let (fetching, started) = (stats.fetching(), Instant::now());
+                let (fetching, started) = (stats.fetching(), stats.fetch_clock());
                 let transformed = async move {
                     let bytes = fetch.await;
-                    stats.fetch.record(started.elapsed());
+                    stats.fetch_took(started);
                     drop(fetching);
                     let bytes = bytes?;
                     Ok::<_, PyErr>(Sample::Bytes(bytes))
