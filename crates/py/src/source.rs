@@ -3,6 +3,7 @@
 //! item when the items of a batch are fetched concurrently).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -39,13 +40,12 @@ impl Calls {
         Ok(())
     }
 
-    /// `__getitem__(index)` then the transform.
-    fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
-        let stats = &self.pipeline.stats;
-        let (fetching, started) = (stats.fetching(), stats.fetch_clock());
+    /// `__getitem__(index)` then the transform; `timed`: the fetch's latency is recorded (the
+    /// first item of each batch: a clock read per item would cost more than a trivial item).
+    fn item<'py>(&self, py: Python<'py>, index: u64, timed: bool) -> PyResult<Bound<'py, PyAny>> {
+        let started = timed.then(Instant::now);
         let sample = self.getitem.bind(py).call1((index,));
-        stats.fetch_took(started);
-        drop(fetching);
+        self.pipeline.stats.fetch_took(started);
         let sample = sample?;
         self.check_not_coroutine(&sample, "__getitem__")?;
         self.pipeline.transform_attached(py, index, sample)
@@ -58,8 +58,9 @@ impl Calls {
         py: Python<'py>,
         epoch: usize,
         index: u64,
+        timed: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.item(py, index) {
+        match self.item(py, index, timed) {
             Ok(x) => Ok(Some(x)),
             Err(e) if self.skipper.enabled() => {
                 self.skipper.skip(py, epoch, index, &e).map(|()| None)
@@ -72,6 +73,8 @@ impl Calls {
     /// `__getitem__` per index. With skipping on, a failed `__getitems__` is retried item by
     /// item to find the items that fail.
     fn batch(&self, py: Python<'_>, epoch: usize, indices: &[u64]) -> PyResult<Loaded> {
+        // One item at a time: one in flight while the batch is fetched (counted per batch).
+        let _fetching = self.pipeline.stats.fetching();
         let loaded = |batch| Loaded {
             batch,
             items: indices.len(),
@@ -85,8 +88,8 @@ impl Calls {
             }
             let list = PyList::empty(py);
             let mut kept = Vec::with_capacity(indices.len());
-            for &i in indices {
-                if let Some(x) = self.item_or_skip(py, epoch, i)? {
+            for (pos, &i) in indices.iter().enumerate() {
+                if let Some(x) = self.item_or_skip(py, epoch, i, pos == 0)? {
                     list.append(x)?;
                     kept.push(i);
                 }
@@ -101,8 +104,8 @@ impl Calls {
                 // Collected first, then made into a list of the exact size at once (appending
                 // grows the list several times per batch).
                 let mut items = Vec::with_capacity(indices.len());
-                for &i in indices {
-                    items.push(self.item(py, i)?);
+                for (pos, &i) in indices.iter().enumerate() {
+                    items.push(self.item(py, i, pos == 0)?);
                 }
                 PyList::new(py, items)?
             }
@@ -120,11 +123,9 @@ impl Calls {
     ) -> Option<PyResult<Bound<'py, PyList>>> {
         let getitems = self.getitems.as_ref()?;
         Some((|| {
-            let stats = &self.pipeline.stats;
-            let (fetching, started) = (stats.fetching(), stats.fetch_clock());
+            let started = Instant::now();
             let samples = getitems.bind(py).call1((PyList::new(py, indices)?,));
-            stats.fetch_took(started);
-            drop(fetching);
+            self.pipeline.stats.fetch_took(Some(started));
             let samples = samples?;
             let mut items = Vec::with_capacity(indices.len());
             for (pos, sample) in samples.try_iter()?.enumerate() {
@@ -170,11 +171,12 @@ impl Source for PySource {
         if ctx.item_concurrency() > 1 && indices.len() > 1 {
             // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
             // is taken per item, and released while this thread waits for the helpers.
-            let (calls, epoch) = (Arc::clone(&self.calls), ctx.epoch_id());
+            let (calls, epoch, first) = (Arc::clone(&self.calls), ctx.epoch_id(), indices[0]);
             let items = ctx.map_items(indices, move |i| {
+                let _fetching = calls.pipeline.stats.fetching();
                 crate::attach::attach(|py| {
                     calls
-                        .item_or_skip(py, epoch, i)
+                        .item_or_skip(py, epoch, i, i == first)
                         .map(|x| x.map(Bound::unbind))
                 })
             })?;
