@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import subprocess
 import threading
 import time
 import warnings
@@ -45,6 +46,25 @@ def no_thread_leak():
     yield
     extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert not extra, extra
+
+
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C raises KeyboardInterrupt here, also when the test runner started with SIGINT
+    ignored (a background job of a non-interactive shell, some CI runners): Python then installs
+    no handler, and `_thread.interrupt_main` does nothing. A child started meanwhile gets the
+    default action back at exec (handled signals are reset), so its Python installs its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def kill_at_end(proc: subprocess.Popen) -> None:
+    """Kills `proc` if it still runs (a test that failed or timed out must not leave it behind
+    for the next test to be blamed for) and reaps it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate()
 
 
 def wait_until(predicate, timeout: float = 10.0) -> bool:

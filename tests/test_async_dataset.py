@@ -465,7 +465,7 @@ def test_items_are_transformed_as_they_arrive():
     assert list(PyDataloader(Waits(), batch_size=2, item_concurrency=2, transform=transform)) == [[0, 1]]
 
 
-def test_ctrl_c_interrupts_a_stalled_coroutine():
+def test_ctrl_c_interrupts_a_stalled_coroutine(sigint_raises):
     import _thread
 
     ds = Stalls(4, stall_from=2)

@@ -16,6 +16,7 @@ from PIL import Image
 
 from dataloader_rs import HttpDataset, PyDataloader, _native
 
+from conftest import kill_at_end
 from servers.fixtures import ObjectStoreCase
 from servers.http import HttpTestServer, item_body
 
@@ -141,8 +142,9 @@ def test_serve_answers_until_stdin_closes() -> None:
         assert [len(b) for b in batches] == [8] * 5
         assert all(item == body[:100] for batch in batches for item in batch)
         assert proc.poll() is None
-    finally:
         out, err = proc.communicate(timeout=30)  # closing stdin stops the server
+    finally:
+        kill_at_end(proc)
     assert proc.returncode == 0
     assert out == ""
     assert err.startswith("dlrs serve: 41 requests on ")
@@ -225,7 +227,7 @@ def test_parity_runs_the_python_of_dlrs_python(tmp_path: Path, monkeypatch: pyte
 
 
 @pytest.mark.timeout(60)
-def test_ctrl_c_stops_the_console_script(http_server: HttpTestServer, tmp_path: Path) -> None:
+def test_ctrl_c_stops_the_console_script(http_server: HttpTestServer, tmp_path: Path, sigint_raises: None) -> None:
     if not SCRIPT.exists():
         pytest.skip("the dlrs console script is not installed")
     template = http_server.base_url + "/item/{index}?delay=30"
@@ -235,11 +237,14 @@ def test_ctrl_c_stops_the_console_script(http_server: HttpTestServer, tmp_path: 
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while http_server.in_flight < 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert http_server.in_flight == 4
-    proc.send_signal(signal.SIGINT)
-    _, _ = proc.communicate(timeout=20)
+    try:
+        deadline = time.monotonic() + 20
+        while http_server.in_flight < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert http_server.in_flight == 4
+        proc.send_signal(signal.SIGINT)
+        _, _ = proc.communicate(timeout=20)
+    finally:
+        kill_at_end(proc)
     assert proc.returncode == 130
     assert files(tmp_path) == []  # nothing was complete: the next run fetches everything

@@ -290,7 +290,7 @@ def test_mixed_faults_deliver_every_item_or_a_typed_error(http_server):
     assert got == [item_body(i) for i in range(40)]
 
 
-def test_ctrl_c_interrupts_a_stalled_request(http_server):
+def test_ctrl_c_interrupts_a_stalled_request(http_server, sigint_raises):
     ds = HttpDataset([http_server.item_url(0, fault="stall")], timeout=None)
     it = iter(PyDataloader(ds))
     timer = threading.Timer(0.3, _thread.interrupt_main)

@@ -149,15 +149,17 @@ def test_a_second_thread_without_workers():
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
-def test_ctrl_c_interrupts_a_waiting_next_and_the_iterator_stays_usable():
+def test_ctrl_c_interrupts_a_waiting_next_and_the_iterator_stays_usable(sigint_raises):
     ds = Blocking(3, blocked={0})
     it = iter(PyDataloader(ds, batch_size=1, num_workers=1))
     timer = threading.Timer(0.2, _thread.interrupt_main)
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        next(it)
-    assert not ds.release.is_set()  # interrupted while the batch was still blocked
-    ds.release.set()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            next(it)
+    finally:
+        timer.cancel()
+        ds.release.set()  # a failed test does not leave the worker blocked
     assert list(it) == [[0], [1], [2]]
 
 

@@ -2,7 +2,8 @@
 coroutine that fetches one batch ``item_concurrency`` items at a time.
 
 The Rust worker that loads a batch calls :meth:`EventLoop.submit` once per batch and receives each
-item through ``deliver(pos, value, failed)`` as it arrives (it transforms it on the loader's pool
+item through ``deliver(pos, value, failed)`` as it arrives (``deliver.started(pos)`` tells it
+when the item's fetch starts, for the stats) (it transforms it on the loader's pool
 at once); it cancels the returned future when the batch is abandoned.
 """
 
@@ -16,7 +17,7 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger("dataloader_rs")
 
@@ -26,7 +27,16 @@ ACLOSE_TIMEOUT = 5.0
 #: How long closing waits for the tasks it cancelled (dropped iterators' batches) to finish.
 _CANCEL_GRACE = 1.0
 
-Deliver = Callable[[int | None, Any, bool], None]
+
+class Deliver(Protocol):
+    """The Rust side's ``_Deliver``: ``pos`` None stands for every item of the batch."""
+
+    def __call__(self, pos: int | None, value: Any, failed: bool, /) -> bool:
+        """Returns whether the batch goes on after a failed item (skipped with max_failures)."""
+        ...
+
+    def started(self, pos: int | None, /) -> None: ...
+
 
 #: The loops not closed yet: closed at exit, while their threads can still run.
 _live: weakref.WeakSet[EventLoop] = weakref.WeakSet()
@@ -44,6 +54,7 @@ async def load_batch(
     as the exception object and stops the batch."""
     try:
         if getitems is not None:
+            deliver.started(None)
             samples = list(await getitems(indices))
             if len(samples) != len(indices):
                 raise ValueError(
@@ -62,13 +73,15 @@ async def load_batch(
             for pos, index in todo:
                 if failed:
                     return
+                deliver.started(pos)
                 try:
                     sample = await getitem(index)
                 except asyncio.CancelledError:
                     raise
                 except BaseException as exc:  # the consumer gets it, whatever it is
+                    if deliver(pos, exc, True):
+                        continue  # skipped
                     failed = True
-                    deliver(pos, exc, True)
                     return
                 deliver(pos, sample, False)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -17,11 +20,15 @@ from pathlib import Path
 __all__ = [
     "ALLOW_MISSING_ENV",
     "METADATA_BLACKHOLE",
+    "SERVICES_PYTHON_ENV",
     "ManagedProcess",
     "ServiceUnavailable",
     "cloud_isolation_env",
     "free_port",
+    "missing_modules",
     "missing_services_allowed",
+    "services_python",
+    "tests_dir_env",
     "unique_name",
     "wait_for_http",
 ]
@@ -66,6 +73,38 @@ def cloud_isolation_env(
         "GCE_METADATA_IP": host,
         "AZURE_MSI_ENDPOINT": METADATA_BLACKHOLE + "/metadata/identity/oauth2/token",
     }
+
+
+#: The interpreter that runs the Python-based emulators (moto, the fake-gcs wheel's binary):
+#: they are processes of their own, so on free-threaded 3.13t, for which they have no wheels,
+#: they run from the GIL venv (scripts/python-ft.sh sets it). Default: this interpreter.
+SERVICES_PYTHON_ENV = "DLRS_SERVICES_PYTHON"
+
+
+def services_python() -> str:
+    """``$DLRS_SERVICES_PYTHON``, else this interpreter."""
+    return os.environ.get(SERVICES_PYTHON_ENV) or sys.executable
+
+
+@functools.cache
+def missing_modules(modules: tuple[str, ...], python: str) -> tuple[str, ...]:
+    """The top-level ``modules`` that ``python`` cannot import (found, not imported)."""
+    if python == sys.executable:
+        return tuple(m for m in modules if importlib.util.find_spec(m) is None)
+    code = "import importlib.util, sys; print(*(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+    try:
+        out = subprocess.run([python, "-c", code, *modules], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return tuple(f"{m} ({python}: {exc})" for m in modules)
+    return tuple(out.stdout.split())
+
+
+def tests_dir_env() -> tuple[str, dict[str, str]]:
+    """The tests directory and an environment in which ``python -m servers.<name>`` runs there."""
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = tests_dir + os.pathsep + env.get("PYTHONPATH", "")
+    return tests_dir, env
 
 
 class ServiceUnavailable(RuntimeError):

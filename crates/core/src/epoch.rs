@@ -241,6 +241,12 @@ impl<S: Source> Epoch<S> {
         }
     }
 
+    /// This epoch's identity, unique in the process: [`BatchCtx::epoch_id`] of its batches.
+    #[must_use]
+    pub fn id(&self) -> usize {
+        self.cancelled.id()
+    }
+
     /// The most batches that were in progress or waiting at once (for tests and stats).
     #[must_use]
     pub fn peak_in_flight(&self) -> u64 {

@@ -34,4 +34,4 @@ pub use plan::EpochPlan;
 pub use pool::{Lot, Pool};
 pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};
 pub use source::{BatchCtx, Source};
-pub use stats::{Histogram, StatsSnapshot};
+pub use stats::{Fetching, Histogram, ItemStats, StatsSnapshot};

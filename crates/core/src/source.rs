@@ -75,6 +75,11 @@ impl Cancel {
         self.flag.store(true, Ordering::Relaxed);
     }
 
+    /// The epoch's identity: its serial number, never reused in a process.
+    pub(crate) fn id(&self) -> usize {
+        usize::try_from(self.serial).unwrap_or(usize::MAX)
+    }
+
     pub(crate) fn is_set(&self) -> bool {
         self.flag.load(Ordering::Relaxed) || self.serial < ABANDONED_BELOW.load(Ordering::Relaxed)
     }
@@ -96,6 +101,12 @@ impl BatchCtx {
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.is_set()
+    }
+
+    /// The identity of the batch's epoch ([`crate::Epoch::id`]), unique in the process.
+    #[must_use]
+    pub fn epoch_id(&self) -> usize {
+        self.cancelled.id()
     }
 
     /// How many items of one batch may be fetched at once.

@@ -7,6 +7,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::error::Error;
+use crate::stats::IoStats;
 use crate::template::Template;
 
 /// The default `max_bytes`: 64 MiB.
@@ -29,6 +30,11 @@ pub trait Dataset: Send + Sync + 'static {
 
     /// Fetches item `index`; [`Error::IndexOutOfRange`] when `index >= len()`.
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>>;
+
+    /// The dataset's I/O counters, if it keeps some.
+    fn io_stats(&self) -> Option<&IoStats> {
+        None
+    }
 }
 
 /// Fetches `indices` of `dataset` with up to `concurrency` (at least 1) in flight, each spawned

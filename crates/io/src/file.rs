@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 use crate::dataset::{DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::Error;
 use crate::retry::{self, Failure, RetryOptions};
+use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
 
 /// The options of a [`FileDataset`].
@@ -45,6 +46,7 @@ pub struct FileDataset {
 struct Inner {
     paths: Paths,
     options: FileOptions,
+    stats: IoStats,
 }
 
 enum Paths {
@@ -67,6 +69,7 @@ impl FileDataset {
             inner: Arc::new(Inner {
                 paths: Paths::List(paths),
                 options,
+                stats: IoStats::default(),
             }),
         })
     }
@@ -83,6 +86,7 @@ impl FileDataset {
             inner: Arc::new(Inner {
                 paths: Paths::Template(Locations::Template(template)),
                 options,
+                stats: IoStats::default(),
             }),
         })
     }
@@ -125,18 +129,20 @@ impl Dataset for FileDataset {
         let inner = self.inner.clone();
         Box::pin(async move {
             let path = Arc::new(inner.path(index)?);
-            let max_bytes = inner.options.max_bytes;
+            let (max_bytes, stats) = (inner.options.max_bytes, &inner.stats);
             retry::run(
                 inner.options.retry,
                 inner.options.timeout,
                 || path.display().to_string(),
-                |_| {
+                |n| {
+                    stats.attempt(n);
                     let path = path.clone();
                     async move {
+                        let _request = stats.request();
                         let read =
                             tokio::task::spawn_blocking(move || read_capped(&path, max_bytes));
                         match read.await {
-                            Ok(result) => result,
+                            Ok(result) => result.inspect(|body| stats.fetched(body.len())),
                             Err(join) => Err(Failure::Fatal(Error::Runtime(format!(
                                 "the file read did not finish: {join}"
                             )))),
@@ -146,6 +152,10 @@ impl Dataset for FileDataset {
             )
             .await
         })
+    }
+
+    fn io_stats(&self) -> Option<&IoStats> {
+        Some(&self.inner.stats)
     }
 }
 

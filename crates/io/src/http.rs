@@ -11,6 +11,7 @@ use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::{Error, chain};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::{self, Failure, RetryOptions};
+use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
 use crate::tls;
 use dlrs_core::per_process::PerProcess;
@@ -59,6 +60,7 @@ struct Inner {
     headers: HeaderMap,
     options: HttpOptions,
     client: PerProcess<reqwest::Client>,
+    stats: IoStats,
 }
 
 impl std::fmt::Debug for HttpDataset {
@@ -103,6 +105,7 @@ impl HttpDataset {
             headers,
             options,
             client: PerProcess::new(),
+            stats: IoStats::default(),
         };
         inner.client()?;
         Ok(HttpDataset {
@@ -146,15 +149,22 @@ impl Dataset for HttpDataset {
         Box::pin(async move {
             let url = inner.locations.get(index)?;
             let client = inner.client()?;
-            let (url, max_bytes) = (&*url, inner.options.max_bytes);
+            let (url, max_bytes, stats) = (&*url, inner.options.max_bytes, &inner.stats);
             retry::run(
                 inner.options.retry,
                 inner.options.timeout,
                 || redact_url(url),
-                |n| attempt(client, &inner.headers, url, max_bytes, n),
+                |n| {
+                    stats.attempt(n);
+                    attempt(client, &inner.headers, url, max_bytes, n, stats)
+                },
             )
             .await
         })
+    }
+
+    fn io_stats(&self) -> Option<&IoStats> {
+        Some(&self.inner.stats)
     }
 }
 
@@ -228,7 +238,9 @@ async fn attempt(
     url: &str,
     max_bytes: u64,
     attempt: u32,
+    stats: &IoStats,
 ) -> Result<Bytes, Failure> {
+    let _request = stats.request();
     let mut response = get(client, headers, url).await?;
     let status = response.status();
     if !status.is_success() {
@@ -261,7 +273,9 @@ async fn attempt(
     while let Some(chunk) = response.chunk().await.map_err(|e| failure(e, url))? {
         body.push(chunk).map_err(|()| too_large(None))?;
     }
-    Ok(body.finish())
+    let body = body.finish();
+    stats.fetched(body.len());
+    Ok(body)
 }
 
 /// Classifies a reqwest error: timeouts and connection or body errors are worth another attempt.

@@ -35,6 +35,7 @@ mod object;
 mod redact;
 mod retry;
 mod runtime;
+mod stats;
 pub mod template;
 mod tls;
 
@@ -49,4 +50,5 @@ pub use object::{DEFAULT_OBJECT_TIMEOUT, ObjectStoreDataset, ObjectStoreOptions}
 pub use redact::{redact_text, redact_url};
 pub use retry::{RetryOptions, seconds};
 pub use runtime::{MAX_THREADS, Runtime};
+pub use stats::{IoSnapshot, IoStats};
 pub use template::{Column, Target, Template};

@@ -24,6 +24,7 @@ use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
 use crate::error::{Error, chain};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::RetryOptions;
+use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
 use crate::tls;
 use dlrs_core::per_process::PerProcess;
@@ -91,6 +92,8 @@ struct Inner {
     keys: Locations,
     max_bytes: u64,
     retries: u32,
+    /// Retries happen inside object_store, unseen: only requests and bytes are counted.
+    stats: IoStats,
 }
 
 enum Source {
@@ -255,6 +258,7 @@ impl ObjectStoreDataset {
             keys,
             max_bytes,
             retries,
+            stats: IoStats::default(),
         };
         if inner.keys.len() > 0 {
             inner.path(&inner.keys.get(0)?)?;
@@ -448,6 +452,7 @@ impl Inner {
         let key = self.keys.get(index)?;
         let path = self.path(&key)?;
         let store = self.store()?;
+        let _request = self.stats.request();
         let failed = |e| store_error(e, &self.location(&key), self.retries);
         let result = store
             .get_opts(&path, GetOptions::default())
@@ -468,7 +473,9 @@ impl Inner {
             body.push(chunk.map_err(failed)?)
                 .map_err(|()| too_large(None))?;
         }
-        Ok(body.finish())
+        let body = body.finish();
+        self.stats.fetched(body.len());
+        Ok(body)
     }
 }
 
@@ -480,6 +487,10 @@ impl Dataset for ObjectStoreDataset {
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
         let inner = self.inner.clone();
         Box::pin(async move { inner.fetch(index).await })
+    }
+
+    fn io_stats(&self) -> Option<&IoStats> {
+        Some(&self.inner.stats)
     }
 }
 

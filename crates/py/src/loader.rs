@@ -10,7 +10,9 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyType};
 
-use dlrs_core::{BatchCtx, Config, Epoch, Indices, LoadError, Order, Recv, Shuffle, Source};
+use dlrs_core::{
+    BatchCtx, Config, Epoch, Indices, ItemStats, LoadError, Order, Recv, Shuffle, Source,
+};
 use dlrs_io::Runtime;
 
 use crate::datasets::aio::{AsyncSource, CloseOnDrop};
@@ -18,7 +20,7 @@ use crate::datasets::rust::RustSource;
 use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
 use crate::errors::{core_error, io_error, load_error};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Loaded, Pipeline};
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
 use crate::source::{Calls, PySource};
@@ -31,11 +33,22 @@ pub enum AnySource {
     Async(AsyncSource),
 }
 
+impl AnySource {
+    /// The per-item counters (kept by the source's pipeline).
+    fn item_stats(&self) -> &Arc<ItemStats> {
+        match self {
+            Self::Python(s) => &s.calls.pipeline.stats,
+            Self::Rust(s) => &s.stage.pipeline().stats,
+            Self::Async(s) => &s.stage.pipeline().stats,
+        }
+    }
+}
+
 impl Source for AnySource {
-    type Batch = Py<PyAny>;
+    type Batch = Loaded;
     type Error = PyErr;
 
-    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let info = &self.pipeline().info;
         crate::worker::scope(
             info,
@@ -382,14 +395,9 @@ impl Loader {
         (p.epoch, p.position, p.num_batches, p.started)
     }
 
-    /// Skip failed items of a Python dataset: at most `count` per epoch, or `fraction` of it.
+    /// Skip failed items: at most `count` per epoch, or `fraction` of it.
     #[pyo3(signature = (count=None, fraction=None))]
     fn set_max_failures(&self, count: Option<u64>, fraction: Option<f64>) -> PyResult<()> {
-        if !matches!(self.inner.source().as_ref(), AnySource::Python(_)) {
-            return Err(PyValueError::new_err(
-                "max_failures is supported for PyDataset datasets only",
-            ));
-        }
         match (count, fraction) {
             (Some(n), None) => self.skipper.set_limit(Limit::Count(n)),
             (None, Some(f)) if (0.0..=1.0).contains(&f) => {
@@ -421,6 +429,25 @@ impl Loader {
         d.set_item("load_p50_seconds", s.load_p50.map(|d| d.as_secs_f64()))?;
         d.set_item("load_p99_seconds", s.load_p99.map(|d| d.as_secs_f64()))?;
         d.set_item("skipped_items", self.skipper.failures(py)?.len())?;
+        let items = self.inner.source().item_stats();
+        let secs = |q: Option<std::time::Duration>| q.map(|d| d.as_secs_f64());
+        d.set_item("items_delivered", items.items_delivered())?;
+        d.set_item("items_in_flight", items.in_flight())?;
+        d.set_item("fetch_p50_seconds", secs(items.fetch.quantile(0.5)))?;
+        d.set_item("fetch_p99_seconds", secs(items.fetch.quantile(0.99)))?;
+        d.set_item("transform_p50_seconds", secs(items.transform.quantile(0.5)))?;
+        d.set_item(
+            "transform_p99_seconds",
+            secs(items.transform.quantile(0.99)),
+        )?;
+        // Rust datasets only: Python and async datasets do their own I/O.
+        let io = match &**self.inner.source() {
+            AnySource::Rust(s) => s.dataset.io_stats().map(dlrs_io::IoStats::snapshot),
+            _ => None,
+        };
+        d.set_item("requests_in_flight", io.map(|s| s.requests_in_flight))?;
+        d.set_item("bytes_fetched", io.map(|s| s.bytes))?;
+        d.set_item("retries", io.map(|s| s.retries))?;
         Ok(d)
     }
 
@@ -496,10 +523,14 @@ impl Loader {
         number: u64,
         timeout: Option<Duration>,
     ) -> BatchIterator {
-        self.skipper.new_epoch(plan.order().len());
-        let epoch = self
-            .inner
-            .epoch_of_plan(plan, self.run.take_start(), number);
+        let epoch = self.skipper.start_epoch(
+            plan.order().len(),
+            || {
+                self.inner
+                    .epoch_of_plan(plan, self.run.take_start(), number)
+            },
+            Epoch::id,
+        );
         self.iterator(epoch, number, timeout)
     }
 
@@ -513,6 +544,7 @@ impl Loader {
         self.run
             .record(number, epoch.position(), epoch.num_batches());
         BatchIterator {
+            item_stats: Arc::clone(self.inner.source().item_stats()),
             run: Arc::clone(&self.run),
             number,
             epoch,
@@ -536,6 +568,8 @@ impl Loader {
         let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
         let stage = Stage::new(pipeline, common.transform_threads());
         let transform_threads = stage.threads();
+        // Rust and async sources skip through their stage's pipeline.
+        let skipper = Arc::clone(&stage.pipeline().skipper);
         let source = make(Arc::new(runtime), stage);
         let inner =
             dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
@@ -545,17 +579,21 @@ impl Loader {
             transform_threads,
             event_loop,
             run: Arc::default(),
-            skipper: Arc::default(),
+            skipper,
         })
     }
 
     fn start(&self, order: Order, number: u64, timeout: Option<Duration>) -> BatchIterator {
         let config = *self.inner.config();
         let order = self.run.shard(order, config.drop_last);
-        self.skipper.new_epoch(order.len());
-        let epoch = self
-            .inner
-            .epoch_numbered(order, self.run.take_start(), number);
+        let epoch = self.skipper.start_epoch(
+            order.len(),
+            || {
+                self.inner
+                    .epoch_numbered(order, self.run.take_start(), number)
+            },
+            Epoch::id,
+        );
         self.iterator(epoch, number, timeout)
     }
 }
@@ -666,6 +704,8 @@ fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
 #[pyclass(frozen, module = "dataloader_rs._native", name = "BatchIterator")]
 pub struct BatchIterator {
     epoch: Epoch<AnySource>,
+    /// Counts the items handed out.
+    item_stats: Arc<ItemStats>,
     /// The epoch's number.
     number: u64,
     /// Where checkpoints read the progress.
@@ -745,7 +785,10 @@ impl BatchIterator {
                 .record(self.number, self.epoch.position(), self.epoch.num_batches());
         }
         match recv {
-            Recv::Batch(Ok(batch)) => Ok(Some(batch)),
+            Recv::Batch(Ok(loaded)) => {
+                self.item_stats.delivered(loaded.items);
+                Ok(Some(loaded.batch))
+            }
             Recv::Batch(Err(e)) => Err(load_error(e)),
             Recv::Finished => Ok(None),
             Recv::Pending => unreachable!("waits until ready"),

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use dlrs_core::ItemStats;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -17,6 +18,7 @@ use dlrs_transforms::{Collator, Image, Item, Transform};
 
 use crate::batch::{ImageBatch, ImageCollator, collate_list};
 use crate::errors::image_error;
+use crate::run::Skipper;
 use crate::transforms::{PyTransform, item_from_py, item_into_py};
 use crate::worker::ItemInfo;
 
@@ -66,6 +68,16 @@ pub struct Pipeline {
     pub return_indices: bool,
     /// What `get_worker_info()` and `item_seed()` report on this loader's threads.
     pub info: ItemInfo,
+    /// The loader's per-item counters (every source has a pipeline; the sources count fetches).
+    pub stats: Arc<ItemStats>,
+    /// Skips failed items of a Rust or async source (a Python source has its own in `Calls`).
+    pub skipper: Arc<Skipper>,
+}
+
+/// A loaded batch and the number of items in it (fewer than its indices when some were skipped).
+pub struct Loaded {
+    pub batch: Py<PyAny>,
+    pub items: usize,
 }
 
 /// The Rust transform behind `obj`: one of our classes, or `_loader`'s one-argument wrapper
@@ -112,6 +124,8 @@ impl Pipeline {
                 collate,
                 return_indices,
                 info: ItemInfo::default(),
+                stats: Arc::default(),
+                skipper: Arc::default(),
             }
         })
     }
@@ -124,12 +138,15 @@ impl Pipeline {
         index: u64,
         sample: Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match &self.transform {
-            None => Ok(sample),
-            Some(ItemTransform::Python(f)) => {
+        let Some(transform) = &self.transform else {
+            return Ok(sample);
+        };
+        let started = self.stats.transform_clock();
+        let out = match transform {
+            ItemTransform::Python(f) => {
                 crate::worker::for_item(index, || f.bind(py).call1((index, sample)))
             }
-            Some(ItemTransform::Native(t)) => {
+            ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);
                 let out = py
@@ -137,20 +154,25 @@ impl Pipeline {
                     .map_err(|e| image_error(&e))?;
                 item_into_py(py, out)
             }
-        }
+        };
+        self.stats.transform_took(started);
+        out
     }
 
     /// Transforms a sample on a thread that does not hold the interpreter: a Python transform
     /// takes it for its call only; a native one never takes it (unless the sample is a Python
     /// object, which is read under the interpreter first).
     pub fn transform_detached(&self, index: u64, sample: Sample) -> PyResult<Sample> {
-        match &self.transform {
-            None => Ok(sample),
-            Some(ItemTransform::Python(f)) => crate::attach::attach(|py| {
+        let Some(transform) = &self.transform else {
+            return Ok(sample);
+        };
+        let started = self.stats.transform_clock();
+        let out = match transform {
+            ItemTransform::Python(f) => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
                 Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
             }),
-            Some(ItemTransform::Native(t)) => {
+            ItemTransform::Native(t) => {
                 let item = match sample {
                     Sample::Bytes(b) => Item::Bytes(b),
                     Sample::Native(item) => item,
@@ -160,7 +182,9 @@ impl Pipeline {
                     .map(Sample::Native)
                     .map_err(|e| image_error(&e))
             }
-        }
+        };
+        self.stats.transform_took(started);
+        out
     }
 
     /// Collates a list of Python samples on a thread that holds the interpreter.

@@ -1,6 +1,7 @@
 //! What a loader keeps across epochs beyond the core: the shard of a distributed run, the batch
 //! a resumed epoch starts at, the progress a checkpoint records, and the skipped samples.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -96,13 +97,27 @@ struct Failure {
     message: String,
 }
 
-/// Skips items whose fetch or transform fails, up to a limit per epoch, and records them.
+/// The failed items of one epoch.
+struct Record {
+    /// [`dlrs_core::Epoch::id`].
+    epoch: usize,
+    items: u64,
+    failures: Vec<Failure>,
+}
+
+/// The records kept: the latest epochs' (a batch of an older one still running skips without
+/// recording).
+const RECORDS: usize = 4;
+
+/// Skips items whose fetch or transform fails, up to a limit per epoch, and records them, each
+/// in the record of its own epoch: an abandoned epoch whose workers are still busy never adds
+/// to the next epoch's record.
 #[derive(Default)]
 pub struct Skipper {
     enabled: AtomicBool,
     limit: Mutex<Option<Limit>>,
-    epoch_items: AtomicU64,
-    failures: Mutex<Vec<Failure>>,
+    /// Newest first.
+    records: Mutex<VecDeque<Record>>,
 }
 
 impl Skipper {
@@ -117,13 +132,26 @@ impl Skipper {
         self.enabled.load(Ordering::Relaxed)
     }
 
-    /// A new epoch of `items` items: the record starts empty.
-    pub fn new_epoch(&self, items: u64) {
-        self.epoch_items.store(items, Ordering::Relaxed);
-        lock(&self.failures).clear();
+    /// Starts an epoch of `items` items with `start` and gives it an empty record (under the
+    /// records' lock: a worker that fails on its first batch waits for the record).
+    pub fn start_epoch<E>(
+        &self,
+        items: u64,
+        start: impl FnOnce() -> E,
+        id: impl Fn(&E) -> usize,
+    ) -> E {
+        let mut records = lock(&self.records);
+        let epoch = start();
+        records.push_front(Record {
+            epoch: id(&epoch),
+            items,
+            failures: Vec::new(),
+        });
+        records.truncate(RECORDS);
+        epoch
     }
 
-    fn allowed(&self) -> u64 {
+    fn allowed(&self, items: u64) -> u64 {
         match *lock(&self.limit) {
             Some(Limit::Count(n)) => n,
             #[allow(
@@ -131,16 +159,14 @@ impl Skipper {
                 clippy::cast_sign_loss,
                 clippy::cast_precision_loss
             )]
-            Some(Limit::Fraction(f)) => {
-                (f * self.epoch_items.load(Ordering::Relaxed) as f64).floor() as u64
-            }
+            Some(Limit::Fraction(f)) => (f * items as f64).floor() as u64,
             None => 0,
         }
     }
 
-    /// Records that item `index` failed with `err`. Ok: skip it. Err: over the limit, a
-    /// `TooManyFailures` with the whole record.
-    pub fn skip(&self, py: Python<'_>, index: u64, err: &PyErr) -> PyResult<()> {
+    /// Records that item `index` of epoch `epoch` ([`dlrs_core::BatchCtx::epoch_id`]) failed
+    /// with `err`. Ok: skip it. Err: over the limit, a `TooManyFailures` with the epoch's record.
+    pub fn skip(&self, py: Python<'_>, epoch: usize, index: u64, err: &PyErr) -> PyResult<()> {
         let type_name = err
             .get_type(py)
             .name()
@@ -149,21 +175,29 @@ impl Skipper {
             .value(py)
             .str()
             .map_or_else(|_| String::new(), |s| s.to_string());
-        let count = {
-            let mut failures = lock(&self.failures);
-            failures.push(Failure {
+        let (count, items, failures) = {
+            let mut records = lock(&self.records);
+            // Newest first: an id reused by a later epoch finds that epoch's record.
+            let Some(record) = records.iter_mut().find(|r| r.epoch == epoch) else {
+                return Ok(()); // an epoch older than the records kept
+            };
+            record.failures.push(Failure {
                 index,
                 type_name,
                 message,
             });
-            failures.len() as u64
+            (
+                record.failures.len() as u64,
+                record.items,
+                record.failures.clone(),
+            )
         };
-        let allowed = self.allowed();
+        let allowed = self.allowed(items);
         if count <= allowed {
             return Ok(());
         }
         let errors = py.import("dataloader_rs._errors")?;
-        let record = self.failures(py)?;
+        let record = failure_list(py, failures)?;
         let exc = errors.getattr("TooManyFailures")?.call1((
             format!("{count} items failed in this epoch, more than max_failures allows ({allowed}); see .failures"),
             record,
@@ -171,14 +205,21 @@ impl Skipper {
         Err(PyErr::from_value(exc))
     }
 
-    /// The failed items of the current epoch, as `dataloader_rs.Failure` tuples.
+    /// The failed items of the latest epoch, as `dataloader_rs.Failure` tuples.
     pub fn failures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let class = py.import("dataloader_rs._errors")?.getattr("Failure")?;
-        let failures = lock(&self.failures).clone();
-        let list = PyList::empty(py);
-        for f in failures {
-            list.append(class.call1((f.index, f.type_name, f.message))?)?;
-        }
-        Ok(list)
+        let failures = lock(&self.records)
+            .front()
+            .map(|r| r.failures.clone())
+            .unwrap_or_default();
+        failure_list(py, failures)
     }
+}
+
+fn failure_list(py: Python<'_>, failures: Vec<Failure>) -> PyResult<Bound<'_, PyList>> {
+    let class = py.import("dataloader_rs._errors")?.getattr("Failure")?;
+    let list = PyList::empty(py);
+    for f in failures {
+        list.append(class.call1((f.index, f.type_name, f.message))?)?;
+    }
+    Ok(list)
 }

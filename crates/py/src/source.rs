@@ -3,6 +3,7 @@
 //! item when the items of a batch are fetched concurrently).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,7 +11,7 @@ use pyo3::types::{PyList, PyType};
 
 use dlrs_core::{BatchCtx, LoadError, Source};
 
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Loaded, Pipeline};
 use crate::run::Skipper;
 
 /// The Python callables of one loader.
@@ -39,22 +40,31 @@ impl Calls {
         Ok(())
     }
 
-    /// `__getitem__(index)` then the transform.
-    fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
-        let sample = crate::worker::for_item(index, || self.getitem.bind(py).call1((index,)))?;
+    /// `__getitem__(index)` then the transform; `timed`: the fetch's latency is recorded (the
+    /// first item of each batch: a clock read per item would cost more than a trivial item).
+    fn item<'py>(&self, py: Python<'py>, index: u64, timed: bool) -> PyResult<Bound<'py, PyAny>> {
+        let started = timed.then(Instant::now);
+        let sample = crate::worker::for_item(index, || self.getitem.bind(py).call1((index,)));
+        self.pipeline.stats.fetch_took(started);
+        let sample = sample?;
         self.check_not_coroutine(&sample, "__getitem__")?;
         self.pipeline.transform_attached(py, index, sample)
     }
 
     /// `item`, or `None` for an item that failed and may be skipped.
+    /// (`epoch`: [`BatchCtx::epoch_id`], whose record the failure goes to.)
     fn item_or_skip<'py>(
         &self,
         py: Python<'py>,
+        epoch: usize,
         index: u64,
+        timed: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.item(py, index) {
+        match self.item(py, index, timed) {
             Ok(x) => Ok(Some(x)),
-            Err(e) if self.skipper.enabled() => self.skipper.skip(py, index, &e).map(|()| None),
+            Err(e) if self.skipper.enabled() => {
+                self.skipper.skip(py, epoch, index, &e).map(|()| None)
+            }
             Err(e) => Err(e),
         }
     }
@@ -68,7 +78,14 @@ impl Calls {
         py: Python<'_>,
         indices: &[u64],
         ctx: &BatchCtx,
-    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    ) -> Result<Loaded, LoadError<PyErr>> {
+        // One item at a time: one in flight while the batch is fetched (counted per batch).
+        let _fetching = self.pipeline.stats.fetching();
+        let epoch = ctx.epoch_id();
+        let loaded = |batch| Loaded {
+            batch,
+            items: indices.len(),
+        };
         let go_on = || {
             if ctx.is_cancelled() {
                 Err(LoadError::Cancelled)
@@ -78,18 +95,23 @@ impl Calls {
         };
         if self.skipper.enabled() {
             if let Some(Ok(list)) = self.getitems_list(py, indices) {
-                return Ok(self.pipeline.collate_attached(py, list, indices)?);
+                return Ok(self
+                    .pipeline
+                    .collate_attached(py, list, indices)
+                    .map(loaded)?);
             }
             let list = PyList::empty(py);
             let mut kept = Vec::with_capacity(indices.len());
-            for &i in indices {
+            for (pos, &i) in indices.iter().enumerate() {
                 go_on()?;
-                if let Some(x) = self.item_or_skip(py, i)? {
+                if let Some(x) = self.item_or_skip(py, epoch, i, pos == 0)? {
                     list.append(x)?;
                     kept.push(i);
                 }
             }
-            return Ok(self.pipeline.collate_attached(py, list, &kept)?);
+            let items = kept.len();
+            let batch = self.pipeline.collate_attached(py, list, &kept)?;
+            return Ok(Loaded { batch, items });
         }
         let list = match self.getitems_list(py, indices) {
             Some(list) => list?,
@@ -97,15 +119,18 @@ impl Calls {
                 // Collected first, then made into a list of the exact size at once (appending
                 // grows the list several times per batch).
                 let mut items = Vec::with_capacity(indices.len());
-                for &i in indices {
+                for (pos, &i) in indices.iter().enumerate() {
                     go_on()?;
-                    items.push(self.item(py, i)?);
+                    items.push(self.item(py, i, pos == 0)?);
                 }
                 PyList::new(py, items)?
             }
         };
         go_on()?;
-        Ok(self.pipeline.collate_attached(py, list, indices)?)
+        Ok(self
+            .pipeline
+            .collate_attached(py, list, indices)
+            .map(loaded)?)
     }
 
     /// The transformed samples of `__getitems__`, when the dataset has one.
@@ -116,7 +141,10 @@ impl Calls {
     ) -> Option<PyResult<Bound<'py, PyList>>> {
         let getitems = self.getitems.as_ref()?;
         Some((|| {
-            let samples = getitems.bind(py).call1((PyList::new(py, indices)?,))?;
+            let started = Instant::now();
+            let samples = getitems.bind(py).call1((PyList::new(py, indices)?,));
+            self.pipeline.stats.fetch_took(Some(started));
+            let samples = samples?;
             let mut items = Vec::with_capacity(indices.len());
             for (pos, sample) in samples.try_iter()?.enumerate() {
                 let sample = sample?;
@@ -154,19 +182,22 @@ pub struct PySource {
 }
 
 impl Source for PySource {
-    type Batch = Py<PyAny>;
+    type Batch = Loaded;
     type Error = PyErr;
 
-    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         if ctx.item_concurrency() > 1 && indices.len() > 1 {
             // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
             // is taken per item, and released while this thread waits for the helpers.
-            let calls = Arc::clone(&self.calls);
+            let (calls, epoch_id, first) = (Arc::clone(&self.calls), ctx.epoch_id(), indices[0]);
             let (worker, epoch) = (ctx.worker(), ctx.epoch_number());
             let items = ctx.map_items(indices, move |i| {
+                let _fetching = calls.pipeline.stats.fetching();
                 crate::worker::scope(&calls.pipeline.info, worker, epoch, Some(i), || {
                     crate::attach::attach(|py| {
-                        calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind))
+                        calls
+                            .item_or_skip(py, epoch_id, i, i == first)
+                            .map(|x| x.map(Bound::unbind))
                     })
                 })
             })?;
@@ -177,7 +208,9 @@ impl Source for PySource {
                     .filter_map(|(&i, x)| x.as_ref().map(|_| i))
                     .collect();
                 let list = PyList::new(py, items.into_iter().flatten().collect::<Vec<_>>())?;
-                self.calls.pipeline.collate_attached(py, list, &kept)
+                let items = kept.len();
+                let batch = self.calls.pipeline.collate_attached(py, list, &kept)?;
+                Ok(Loaded { batch, items })
             })
             .map_err(LoadError::Source);
         }

@@ -3,7 +3,8 @@
 //! handed back to Rust as it arrives and transformed on the loader's pool, then the batch is
 //! collated. The worker waits without the interpreter; an abandoned batch cancels its coroutine.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use futures::channel::mpsc;
 use futures::future::{Either, select};
@@ -12,12 +13,12 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use dlrs_core::{BatchCtx, LoadError};
+use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
-use super::rust::wait_batch;
+use super::rust::{kept_samples, skip_or_fail, wait_batch};
 use super::stage::Stage;
-use crate::pipeline::Sample;
+use crate::pipeline::{Loaded, Sample};
 
 /// One item (or the whole batch, `pos` None) as the event loop delivered it.
 struct Arrival {
@@ -29,11 +30,70 @@ struct Arrival {
 #[pyclass(frozen, module = "dataloader_rs._native", name = "_Deliver")]
 pub struct Deliver {
     tx: mpsc::UnboundedSender<Arrival>,
+    stats: Arc<ItemStats>,
+    /// The items in flight (`started(pos)`), with the clock of those timed.
+    starts: Mutex<Vec<Option<Option<Instant>>>>,
+    /// Failed items may be skipped: the batch goes on after one.
+    skipping: bool,
+}
+
+impl Deliver {
+    fn new(
+        tx: mpsc::UnboundedSender<Arrival>,
+        stats: Arc<ItemStats>,
+        n: usize,
+        skipping: bool,
+    ) -> Self {
+        Self {
+            tx,
+            stats,
+            starts: Mutex::new(vec![None; n]),
+            skipping,
+        }
+    }
+}
+
+impl Drop for Deliver {
+    fn drop(&mut self) {
+        // Items that never arrived (a cancelled or failed batch) are no longer in flight.
+        let starts = self
+            .starts
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.stats.abandoned(starts.iter().flatten().count());
+    }
 }
 
 #[pymethods]
 impl Deliver {
-    fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) {
+    /// Item `pos` (every item of the batch, for `None`: `__getitems__`) is being fetched.
+    fn started(&self, pos: Option<usize>) {
+        let clock = self.stats.fetch_clock();
+        let mut starts = self
+            .starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
+        for slot in starts.get_mut(range).into_iter().flatten() {
+            if slot.replace(clock).is_none() {
+                self.stats.started();
+            }
+        }
+    }
+
+    /// Returns whether the batch goes on after a failed item (it may be skipped).
+    fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) -> bool {
+        let mut starts = self
+            .starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
+        for slot in starts.get_mut(range).into_iter().flatten() {
+            if let Some(clock) = slot.take() {
+                self.stats.fetched(clock);
+            }
+        }
+        drop(starts);
         let result = if failed {
             // The exception object itself: it reaches the consumer with its type and identity.
             Err(PyErr::from_value(value))
@@ -42,6 +102,7 @@ impl Deliver {
         };
         // The batch may have been abandoned already: nobody listens then.
         let _ = self.tx.unbounded_send(Arrival { pos, result });
+        self.skipping && pos.is_some()
     }
 }
 
@@ -94,12 +155,11 @@ impl Drop for CloseOnDrop {
 
 impl AsyncSource {
     /// Loads one batch (on a worker thread).
-    pub fn load_batch(
-        &self,
-        indices: &[u64],
-        ctx: &BatchCtx,
-    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
+    pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let (tx, rx) = mpsc::unbounded();
+        let stats = Arc::clone(&self.stage.pipeline().stats);
+        // Skipping finds the failed items one by one: no `__getitems__` then.
+        let skipping = self.stage.pipeline().skipper.enabled();
         let future = crate::attach::attach(|py| {
             self.event_loop
                 .bind(py)
@@ -107,22 +167,28 @@ impl AsyncSource {
                     "submit",
                     (
                         self.getitem.clone_ref(py),
-                        self.getitems.as_ref().map(|g| g.clone_ref(py)),
+                        self.getitems
+                            .as_ref()
+                            .filter(|_| !skipping)
+                            .map(|g| g.clone_ref(py)),
                         PyList::new(py, indices)?,
                         self.item_concurrency,
-                        Deliver { tx },
+                        Deliver::new(tx, stats, indices.len(), skipping),
                     ),
                 )
                 .map(Bound::unbind)
         })
         .map_err(LoadError::Source)?;
         let mut guard = CancelOnDrop(Some(future));
-        let samples = wait_batch(&self.runtime, self.gather(rx, indices), ctx)?;
+        let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx.epoch_id()), ctx)?;
         // Every item arrived: the coroutine is finishing by itself.
         guard.0 = None;
+        let (samples, kept) = kept_samples(slots, indices);
+        let items = kept.len();
         self.stage
             .pipeline()
-            .collate_detached(samples, indices)
+            .collate_detached(samples, &kept)
+            .map(|batch| Loaded { batch, items })
             .map_err(LoadError::Source)
     }
 
@@ -131,7 +197,8 @@ impl AsyncSource {
         &self,
         mut arrivals: mpsc::UnboundedReceiver<Arrival>,
         indices: &[u64],
-    ) -> PyResult<Vec<Sample>> {
+        epoch: usize,
+    ) -> PyResult<Vec<Option<Sample>>> {
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
         let mut filled = 0;
@@ -156,6 +223,14 @@ impl AsyncSource {
                         "the loader's event loop stopped before the batch was loaded",
                     ));
                 }
+                Either::Left(Some(Arrival {
+                    pos: Some(pos),
+                    result: Err(e),
+                })) if pos < n => {
+                    skip_or_fail(self.stage.pipeline(), epoch, indices[pos], e)?;
+                    arrived += 1;
+                    filled += 1;
+                }
                 Either::Left(Some(Arrival { result: Err(e), .. })) => return Err(e),
                 Either::Left(Some(Arrival { pos: None, .. })) => {
                     return Err(PyRuntimeError::new_err(
@@ -176,7 +251,10 @@ impl AsyncSource {
                     transforming.push(async move { (pos, transform.await) });
                 }
                 Either::Right(None) => {}
-                Either::Right(Some((_, Err(e)))) => return Err(e),
+                Either::Right(Some((pos, Err(e)))) => {
+                    skip_or_fail(self.stage.pipeline(), epoch, indices[pos], e)?;
+                    filled += 1;
+                }
                 Either::Right(Some((pos, Ok(sample)))) => {
                     if slots[pos].replace(sample).is_none() {
                         filled += 1;
@@ -184,9 +262,6 @@ impl AsyncSource {
                 }
             }
         }
-        Ok(slots
-            .into_iter()
-            .map(|s| s.expect("every item of the batch arrived"))
-            .collect())
+        Ok(slots)
     }
 }

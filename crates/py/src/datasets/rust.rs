@@ -20,7 +20,7 @@ use dlrs_io::{Dataset, Runtime};
 use super::CHECK_INTERVAL;
 use super::stage::Stage;
 use crate::errors::io_error;
-use crate::pipeline::Sample;
+use crate::pipeline::{Loaded, Pipeline, Sample};
 
 /// A spawned fetch that is aborted when dropped (an abandoned batch stops its requests).
 struct Spawned(JoinHandle<Result<Bytes, dlrs_io::Error>>);
@@ -72,21 +72,20 @@ pub struct RustSource {
 
 impl RustSource {
     /// Loads one batch (on a worker thread).
-    pub fn load_batch(
-        &self,
-        indices: &[u64],
-        ctx: &BatchCtx,
-    ) -> Result<Py<PyAny>, LoadError<PyErr>> {
-        let samples = wait_batch(&self.runtime, self.fetch(indices), ctx)?;
+    pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
+        let slots = wait_batch(&self.runtime, self.fetch(indices, ctx.epoch_id()), ctx)?;
+        let (samples, kept) = kept_samples(slots, indices);
+        let items = kept.len();
         self.stage
             .pipeline()
-            .collate_detached(samples, indices)
+            .collate_detached(samples, &kept)
+            .map(|batch| Loaded { batch, items })
             .map_err(LoadError::Source)
     }
 
     /// Fetches and transforms the items of `indices`, up to `item_concurrency` at once; the
-    /// first failure abandons the rest.
-    async fn fetch(&self, indices: &[u64]) -> PyResult<Vec<Sample>> {
+    /// first failure abandons the rest, unless failed items are skipped (`None` slots).
+    async fn fetch(&self, indices: &[u64], epoch: usize) -> PyResult<Vec<Option<Sample>>> {
         let handle = self.runtime.handle().map_err(|e| io_error(&e))?;
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
@@ -97,8 +96,13 @@ impl RustSource {
                 let (pos, index) = (next, indices[next]);
                 next += 1;
                 let fetch = Spawned(handle.spawn(self.dataset.fetch(index)));
+                let stats = &self.stage.pipeline().stats;
+                let (fetching, started) = (stats.fetching(), stats.fetch_clock());
                 let transformed = async move {
-                    let bytes = fetch.await?;
+                    let bytes = fetch.await;
+                    stats.fetch_took(started);
+                    drop(fetching);
+                    let bytes = bytes?;
                     Ok::<_, PyErr>(Sample::Bytes(bytes))
                 };
                 let stage = &self.stage;
@@ -113,12 +117,33 @@ impl RustSource {
             match running.next().await {
                 None => break,
                 Some((pos, Ok(sample))) => slots[pos] = Some(sample),
-                Some((_, Err(e))) => return Err(e),
+                Some((pos, Err(e))) => skip_or_fail(self.stage.pipeline(), epoch, indices[pos], e)?,
             }
         }
-        Ok(slots
-            .into_iter()
-            .map(|s| s.expect("every item of the batch arrived"))
-            .collect())
+        Ok(slots)
     }
+}
+
+/// Ok when item `index` may be skipped (`max_failures`), else the error to fail the batch with
+/// (its own, or `TooManyFailures`).
+pub(crate) fn skip_or_fail(
+    pipeline: &Pipeline,
+    epoch: usize,
+    index: u64,
+    e: PyErr,
+) -> PyResult<()> {
+    let skipper = &pipeline.skipper;
+    if !skipper.enabled() {
+        return Err(e);
+    }
+    crate::attach::attach(|py| skipper.skip(py, epoch, index, &e))
+}
+
+/// The samples that arrived and their indices (skipped items left out).
+pub(crate) fn kept_samples(slots: Vec<Option<Sample>>, indices: &[u64]) -> (Vec<Sample>, Vec<u64>) {
+    slots
+        .into_iter()
+        .zip(indices)
+        .filter_map(|(s, &i)| s.map(|s| (s, i)))
+        .unzip()
 }

@@ -1,0 +1,130 @@
+"""loader.stats(): fetch and transform latency apart, items and requests in flight, bytes fetched,
+retries and the items handed to the consumer, counted exactly on known workloads."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from dataloader_rs import FileDataset, HttpDataset, PyAsyncDataset, PyDataloader, PyDataset
+
+from conftest import Range, wait_until
+from servers.http import item_body
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_bytes_fetched_are_the_sizes_of_the_items_served(http_server):
+    urls = [http_server.item_url(i) for i in range(20)]
+    loader = PyDataloader(HttpDataset(urls), batch_size=4, num_workers=2, item_concurrency=3)
+    assert sum(len(b) for b in loader) == 20
+    s = loader.stats()
+    assert s["bytes_fetched"] == sum(len(item_body(i)) for i in range(20))
+    assert (s["retries"], s["requests_in_flight"], s["items_in_flight"]) == (0, 0, 0)
+    assert s["items_delivered"] == 20
+    assert s["fetch_p50_seconds"] is not None
+    assert s["transform_p50_seconds"] is None  # no transform
+
+
+def test_files_count_bytes_too(tmp_path):
+    paths = []
+    for i in range(5):
+        (tmp_path / f"{i}.bin").write_bytes(b"x" * (i * 10))
+        paths.append(str(tmp_path / f"{i}.bin"))
+    loader = PyDataloader(FileDataset(paths), batch_size=2)
+    list(loader)
+    assert loader.stats()["bytes_fetched"] == sum(i * 10 for i in range(5))
+
+
+def test_retries_are_counted_against_a_server_that_fails_twice(http_server):
+    http_server.fail_first("/item/1", 2, "status=503&retry_after=0")
+    ds = HttpDataset([http_server.item_url(i) for i in range(3)], retries=3, backoff=0.01, max_backoff=0.02)
+    loader = PyDataloader(ds, batch_size=3, item_concurrency=3)
+    assert next(iter(loader)) == [item_body(i) for i in range(3)]
+    s = loader.stats()
+    assert s["retries"] == 2
+    assert s["bytes_fetched"] == sum(len(item_body(i)) for i in range(3))  # failed answers are not counted
+
+
+def test_requests_and_items_in_flight_while_a_request_stalls(http_server):
+    urls = [http_server.item_url(0), http_server.item_url(1, fault="stall")]
+    loader = PyDataloader(HttpDataset(urls, timeout=None), batch_size=2, num_workers=1, item_concurrency=2)
+    it = iter(loader)
+    assert wait_until(lambda: http_server.in_flight == 1 and loader.stats()["bytes_fetched"] == len(item_body(0)))
+    s = loader.stats()
+    assert (s["requests_in_flight"], s["items_in_flight"]) == (1, 1)
+    del it  # cancels the stalled request
+    assert wait_until(lambda: loader.stats()["requests_in_flight"] == 0)
+    assert loader.stats()["items_in_flight"] == 0
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_items_delivered_after_a_break_count_what_the_consumer_got(workers):
+    loader = PyDataloader(Range(100), batch_size=10, num_workers=workers, prefetch_depth=4)
+    for n, _ in enumerate(loader, 1):
+        if n == 3:
+            break
+    s = loader.stats()
+    assert s["items_delivered"] == 30  # the batches prefetched and dropped are not counted
+    assert s["items"] == 30
+
+
+class Flaky(PyDataset):
+    def __init__(self, n, bad):
+        super().__init__()
+        self.n, self.bad = n, set(bad)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i in self.bad:
+            raise ValueError(f"bad sample {i}")
+        return i
+
+
+@pytest.mark.parametrize(("workers", "k"), [(0, 1), (2, 1), (2, 3)])
+def test_items_delivered_leave_out_skipped_items(workers, k):
+    loader = PyDataloader(Flaky(20, {3, 14}), batch_size=5, num_workers=workers, item_concurrency=k, max_failures=2)
+    assert sum(len(b) for b in loader) == 18
+    assert loader.stats()["items_delivered"] == 18
+
+
+def test_fetch_and_transform_latency_apart():
+    loader = PyDataloader(Range(8), batch_size=4, transform=lambda x: x + 1)
+    assert list(loader) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    s = loader.stats()
+    assert s["fetch_p50_seconds"] is not None
+    assert s["transform_p50_seconds"] is not None
+    assert s["transform_p99_seconds"] >= s["transform_p50_seconds"]
+    assert (s["requests_in_flight"], s["bytes_fetched"], s["retries"]) == (None, None, None)  # no Rust I/O
+
+
+class Stalls(PyAsyncDataset[int]):
+    """Items from `stall_from` on never finish."""
+
+    def __init__(self, n: int, stall_from: int) -> None:
+        super().__init__()
+        self.n = n
+        self.stall_from = stall_from
+
+    def __len__(self) -> int:
+        return self.n
+
+    async def __getitem__(self, index: int) -> int:
+        if index >= self.stall_from:
+            await asyncio.sleep(3600)
+        return index
+
+
+def test_async_items_in_flight_while_coroutines_stall():
+    loader = PyDataloader(Stalls(8, stall_from=4), batch_size=4, num_workers=1, item_concurrency=3)
+    it = iter(loader)
+    assert next(it) == [0, 1, 2, 3]
+    assert wait_until(lambda: loader.stats()["items_in_flight"] == 3)
+    s = loader.stats()
+    assert s["items_delivered"] == 4
+    assert s["fetch_p50_seconds"] is not None
+    del it  # cancels the coroutines
+    assert wait_until(lambda: loader.stats()["items_in_flight"] == 0)
