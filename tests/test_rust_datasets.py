@@ -593,12 +593,16 @@ def test_object_store_credentials_from_the_environment(object_store_case, monkey
 def test_items_are_transformed_as_they_arrive(http_server):
     in_flight_during_transform = []
 
+    slow = http_server.item_url(1, delay=3)
+
     def transform(index, body):
         if index == 0:
+            # On a busy machine item 1's request may not have reached the server yet.
+            wait_until(lambda: len(http_server.requests) == 2)
             in_flight_during_transform.append(http_server.in_flight)
         return body
 
-    ds = HttpDataset([http_server.item_url(0), http_server.item_url(1, delay=3)])
+    ds = HttpDataset([http_server.item_url(0), slow])
     assert list(PyDataloader(ds, batch_size=2, item_concurrency=2, transform=transform)) == [
         [item_body(0), item_body(1)]
     ]
