@@ -172,6 +172,38 @@ def _with_worker_init(
     return getitem_init, getitems_init
 
 
+def _check_torch_options(
+    num_workers: int,
+    prefetch_factor: int | None,
+    prefetch_depth: int,
+    persistent_workers: object,
+    pin_memory: object,
+    in_order: object,
+    timeout: object,
+) -> int:
+    """Checks the arguments that only torch's DataLoader has; returns ``prefetch_depth`` (from
+    ``prefetch_factor`` when given: torch counts the batches per worker, in progress or waiting)."""
+    if prefetch_factor is not None:
+        if prefetch_depth is not _MISSING:
+            raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
+        if num_workers == 0:
+            raise ValueError("prefetch_factor needs num_workers > 0 (it counts batches per worker)")
+        prefetch_factor = _int_arg("prefetch_factor", prefetch_factor, 1)
+        prefetch_depth = max(1, (prefetch_factor - 1) * num_workers)
+    if prefetch_depth is _MISSING:
+        prefetch_depth = 2
+    for name, value in (("persistent_workers", persistent_workers), ("pin_memory", pin_memory), ("in_order", in_order)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {value!r}")
+    if persistent_workers and num_workers == 0:
+        raise ValueError("persistent_workers=True needs num_workers > 0")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
+    if timeout < 0:
+        raise ValueError(f"timeout must be non-negative, got {timeout}")
+    return prefetch_depth
+
+
 #: Configuration attributes that cannot change once a loader is made (setting one raises,
 #: as torch's DataLoader does for its own: a silently ignored setting is worse).
 _FROZEN = frozenset(
@@ -389,27 +421,9 @@ class PyDataloader(Generic[B]):
         # Beyond a usize these are refused here, with their name (the native loader refuses
         # far smaller values of num_workers x item_concurrency for threads).
         num_workers = _int_arg("num_workers", num_workers, 0, sys.maxsize)
-        if prefetch_factor is not None:
-            if prefetch_depth is not _MISSING:
-                raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
-            if num_workers == 0:
-                raise ValueError("prefetch_factor needs num_workers > 0 (it counts batches per worker)")
-            prefetch_factor = _int_arg("prefetch_factor", prefetch_factor, 1)
-            prefetch_depth = max(1, (prefetch_factor - 1) * num_workers)
-        if prefetch_depth is _MISSING:
-            prefetch_depth = 2
-        if not isinstance(persistent_workers, bool):
-            raise TypeError(f"persistent_workers must be a bool, got {persistent_workers!r}")
-        if persistent_workers and num_workers == 0:
-            raise ValueError("persistent_workers=True needs num_workers > 0")
-        if not isinstance(pin_memory, bool):
-            raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
-        if not isinstance(in_order, bool):
-            raise TypeError(f"in_order must be a bool, got {in_order!r}")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-        if timeout < 0:
-            raise ValueError(f"timeout must be non-negative, got {timeout}")
+        prefetch_depth = _check_torch_options(
+            num_workers, prefetch_factor, prefetch_depth, persistent_workers, pin_memory, in_order, timeout
+        )
         if multiprocessing_context is not None:
             warnings.warn(
                 "multiprocessing_context is not used: dataloader_rs workers are threads of this process",
