@@ -3,11 +3,16 @@ dropping a loader, garbage collection, and the error paths between Python and Ru
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from dataloader_rs import PyDataloader
+
+from conftest import Range, in_forked_child
 
 #: Each script runs this often: the abort at exit used to happen every time.
 RUNS = 3
@@ -117,3 +122,41 @@ print("done", flush=True)
     assert proc.returncode == 1, (proc.returncode, proc.stderr)
     assert "FATAL" not in proc.stderr
     assert "still running Python code" in proc.stderr, proc.stderr
+
+
+# --------------------------------------------------------------------------- fork
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"num_workers": 2}, {"num_workers": 0, "item_concurrency": 2}, {"num_workers": 2, "item_concurrency": 2}],
+    ids=["workers", "inline_items", "workers_items"],
+)
+def test_an_iterator_from_before_fork_raises_in_the_child(kwargs):
+    loader = PyDataloader(Range(64), batch_size=4, **kwargs)
+    it = iter(loader)
+    assert next(it) == [0, 1, 2, 3]
+
+    def child():
+        out = []
+        for call in (lambda: next(it), lambda: len(it), lambda: it.position):
+            try:
+                call()
+            except RuntimeError as e:
+                out.append(str(e))
+        del_it()
+        gc.collect()
+        # A loader made again (or the same one iterated again) works in the child.
+        out.append([x for b in loader for x in b] == list(range(64)))
+        return out
+
+    def del_it():
+        nonlocal it
+        it = None
+
+    got = in_forked_child(child)
+    assert len(got) == 4, got
+    assert all("fork" in m for m in got[:3]), got
+    assert got[3] is True
+    # The parent's iterator goes on.
+    assert [x for b in it for x in b] == list(range(4, 64))

@@ -118,6 +118,8 @@ pub struct Epoch<S: Source> {
     item_concurrency: usize,
     num_batches: u64,
     mode: Mode<S>,
+    /// The process that started the epoch: after `fork`, its workers are not in this one.
+    pid: u32,
 }
 
 impl<S: Source> std::fmt::Debug for Epoch<S> {
@@ -195,7 +197,15 @@ impl<S: Source> Epoch<S> {
             item_concurrency,
             num_batches,
             mode,
+            pid: std::process::id(),
         }
+    }
+
+    /// Whether this process is a child forked after the epoch started: the epoch's workers
+    /// (and the locks they held) belong to the parent, so it must not be used here.
+    #[must_use]
+    pub fn is_inherited(&self) -> bool {
+        self.pid != std::process::id()
     }
 
     /// The number of batches of the epoch.
@@ -333,7 +343,9 @@ impl<S: Source> Epoch<S> {
 impl<S: Source> Drop for Epoch<S> {
     fn drop(&mut self) {
         self.cancelled.set();
-        if let Mode::Workers(shared) = &self.mode {
+        if let Mode::Workers(shared) = &self.mode
+            && !self.is_inherited()
+        {
             // Take the lock so no worker is between its check and its wait, then wake them all.
             drop(lock(&shared.ring));
             shared.space.notify_all();

@@ -540,6 +540,7 @@ impl BatchIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.check_process()?;
         let _busy = Busy::enter(&self.busy)?;
         let recv = if self.workers {
             wait_interruptibly(py, |timeout| match self.epoch.recv(timeout) {
@@ -571,12 +572,27 @@ impl BatchIterator {
 
     /// The batches handed out so far (counting those a resumed epoch skipped).
     #[getter]
-    fn position(&self) -> u64 {
-        self.epoch.position()
+    fn position(&self) -> PyResult<u64> {
+        self.check_process()?;
+        Ok(self.epoch.position())
     }
 
     /// The number of batches left in the epoch.
-    fn __len__(&self) -> usize {
-        usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX)
+    fn __len__(&self) -> PyResult<usize> {
+        self.check_process()?;
+        Ok(usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX))
+    }
+}
+
+impl BatchIterator {
+    /// An iterator inherited through `fork` would wait forever for the parent's workers.
+    fn check_process(&self) -> PyResult<()> {
+        if self.epoch.is_inherited() {
+            return Err(PyRuntimeError::new_err(
+                "this iterator was started before the process forked: its workers are in the \
+                 parent process; start a new epoch with iter(loader) in the child",
+            ));
+        }
+        Ok(())
     }
 }
