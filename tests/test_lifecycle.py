@@ -160,3 +160,31 @@ def test_an_iterator_from_before_fork_raises_in_the_child(kwargs):
     assert got[3] is True
     # The parent's iterator goes on.
     assert [x for b in it for x in b] == list(range(4, 64))
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def test_ctrl_c_stops_reading_an_endless_sampler():
+    script = """
+import itertools, os, resource, signal
+# Bounded memory if the read does not stop (it grows by 4 bytes a value).
+resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from dataloader_rs import PyDataloader, PyDataset
+class DS(PyDataset):
+    def __len__(self): return 10
+    def __getitem__(self, i): return i
+loader = PyDataloader(DS(), batch_size=2, sampler=itertools.repeat(0), num_workers=2)
+# A Ctrl-C from the kernel, as from a terminal (a thread would need the interpreter, which the
+# read holds): the alarm's handler runs at a signal check and sends SIGINT.
+signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+signal.setitimer(signal.ITIMER_REAL, 0.3)
+try:
+    iter(loader)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+    proc = run_script(script, timeout=60)
+    assert_clean_exit(proc)
+    assert proc.stdout.strip() == "interrupted"

@@ -440,6 +440,9 @@ impl Loader {
     }
 }
 
+/// How many sampler values are read between two checks for signals.
+const SIGNAL_EVERY: usize = 1 << 14;
+
 /// Reads a sampler whole: every value a non-negative int (numpy integers included).
 fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
     let iter = sampler.try_iter().map_err(|_| {
@@ -452,9 +455,13 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
         ))
     })?;
     let mut out = Indices::with_capacity(sampler.len().unwrap_or(0));
-    for item in iter {
+    for (n, item) in iter.enumerate() {
         let item = item?;
         out.push(index_of(&item)?);
+        // An endless sampler must stay stoppable with Ctrl-C.
+        if n % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+            sampler.py().check_signals()?;
+        }
     }
     out.shrink_to_fit();
     Ok(out)
