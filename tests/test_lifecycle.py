@@ -188,3 +188,31 @@ except KeyboardInterrupt:
     proc = run_script(script, timeout=60)
     assert_clean_exit(proc)
     assert proc.stdout.strip() == "interrupted"
+
+
+# --------------------------------------------------------------------------- samplers
+
+
+def test_a_sampler_whose_iter_raises_gives_its_own_exception():
+    class Broken:
+        def __iter__(self):
+            raise ValueError("no order today")
+
+    class Typed:
+        def __iter__(self):
+            raise TypeError("a TypeError of its own")
+
+    for sampler, kind, message in ((Broken(), ValueError, "no order today"), (Typed(), TypeError, "of its own")):
+        loader = PyDataloader(Range(4), sampler=sampler)
+        with pytest.raises(kind, match=message):
+            iter(loader)
+
+
+def test_a_sampler_that_is_not_iterable_is_a_type_error():
+    class NotIterable:
+        __iter__ = None
+
+    loader = PyDataloader(Range(4), sampler=[0, 1])
+    loader.sampler = NotIterable()  # past the constructor's check
+    with pytest.raises(TypeError, match="sampler must be an iterable of ints"):
+        iter(loader)

@@ -445,7 +445,15 @@ const SIGNAL_EVERY: usize = 1 << 14;
 
 /// Reads a sampler whole: every value a non-negative int (numpy integers included).
 fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
-    let iter = sampler.try_iter().map_err(|_| {
+    let iter = sampler.try_iter().map_err(|e| {
+        // A sampler's own `__iter__` failed: its exception is the caller's to see.
+        let has_iter = sampler
+            .get_type()
+            .getattr("__iter__")
+            .is_ok_and(|f| !f.is_none());
+        if has_iter {
+            return e;
+        }
         PyTypeError::new_err(format!(
             "sampler must be an iterable of ints, got {}",
             sampler
