@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from dataloader_rs import PyDataloader
+from dataloader_rs import PyDataloader, PyDataset
 
 from conftest import Range, in_forked_child
 
@@ -216,3 +216,25 @@ def test_a_sampler_that_is_not_iterable_is_a_type_error():
     loader.sampler = NotIterable()  # past the constructor's check
     with pytest.raises(TypeError, match="sampler must be an iterable of ints"):
         iter(loader)
+
+
+# --------------------------------------------------------------------------- __getitems__
+
+
+class _NoGetitems(PyDataset[int]):
+    def __len__(self) -> int:
+        return 5
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def __getitems__(self, indices: list[int]) -> list[int]:
+        raise AssertionError("__getitems__ is not called with item_concurrency > 1")
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_getitems_is_never_called_with_item_concurrency(num_workers, batch_size):
+    # With batch_size=2, the last batch has one item.
+    loader = PyDataloader(_NoGetitems(), batch_size=batch_size, num_workers=num_workers, item_concurrency=2)
+    assert [x for b in loader for x in b] == list(range(5))

@@ -158,9 +158,10 @@ impl Source for PySource {
     type Error = PyErr;
 
     fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Py<PyAny>, LoadError<PyErr>> {
-        if ctx.item_concurrency() > 1 && indices.len() > 1 {
-            // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
-            // is taken per item, and released while this thread waits for the helpers.
+        if ctx.item_concurrency() > 1 {
+            // One `__getitem__` call per item, up to item_concurrency at once (never
+            // `__getitems__`, even for a batch of one); the interpreter is taken per item, and
+            // released while this thread waits for the helpers.
             let calls = Arc::clone(&self.calls);
             let items = ctx.map_items(indices, move |i| {
                 crate::attach::attach(|py| calls.item_or_skip(py, i).map(|x| x.map(Bound::unbind)))
