@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from dataloader_rs import PyDataloader, PyDataset
+from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset
 
 from conftest import Range, in_forked_child
 
@@ -103,7 +103,7 @@ def test_a_getitem_that_never_returns_ends_the_process_at_exit_with_a_message():
     # process without finalizing it (an abort otherwise); its status says something was wrong.
     script = """
 import threading, time
-from dataloader_rs import PyDataloader, PyDataset
+from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset
 started = threading.Event()
 class Stuck(PyDataset):
     def __len__(self): return 100
@@ -171,7 +171,7 @@ import itertools, os, resource, signal
 # Bounded memory if the read does not stop (it grows by 4 bytes a value).
 resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from dataloader_rs import PyDataloader, PyDataset
+from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset
 class DS(PyDataset):
     def __len__(self): return 10
     def __getitem__(self, i): return i
@@ -238,3 +238,83 @@ def test_getitems_is_never_called_with_item_concurrency(num_workers, batch_size)
     # With batch_size=2, the last batch has one item.
     loader = PyDataloader(_NoGetitems(), batch_size=batch_size, num_workers=num_workers, item_concurrency=2)
     assert [x for b in loader for x in b] == list(range(5))
+
+
+# --------------------------------------------------------------------------- StopIteration
+
+
+def _stop(*_args):
+    raise StopIteration("from user code")
+
+
+class _StopsIn(PyDataset[int]):
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+        if where == "__getitems__":
+            self.__getitems__ = _stop
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> int:
+        if self.where == "__getitem__" and index == 5:
+            _stop()
+        return index
+
+
+class _AsyncStops(PyAsyncDataset[int]):
+    def __init__(self, stop: bool = False) -> None:
+        super().__init__()
+        self.stop = stop
+
+    def __len__(self) -> int:
+        return 8
+
+    async def __getitem__(self, index: int) -> int:
+        if self.stop and index == 5:
+            _stop()
+        return index
+
+
+def _loaders(tmp_path):
+    files = []
+    for i in range(8):
+        path = tmp_path / f"{i}.bin"
+        path.write_bytes(b"x")
+        files.append(str(path))
+    stop_at_5 = lambda i, x: _stop() if i == 5 else x  # noqa: E731
+    for workers in (0, 2):
+        common = {"batch_size": 2, "num_workers": workers}
+        yield f"__getitem__-{workers}", "__getitem__", PyDataloader(_StopsIn("__getitem__"), **common)
+        yield (
+            f"__getitem__-items-{workers}",
+            "__getitem__",
+            PyDataloader(_StopsIn("__getitem__"), item_concurrency=2, **common),
+        )
+        yield f"__getitems__-{workers}", "__getitems__", PyDataloader(_StopsIn("__getitems__"), **common)
+        yield f"transform-{workers}", "transform", PyDataloader(_StopsIn(""), transform=stop_at_5, **common)
+        yield f"collate_fn-{workers}", "collate_fn", PyDataloader(_StopsIn(""), collate_fn=_stop, **common)
+        # PEP 479 already makes it "coroutine raised StopIteration".
+        yield f"async-{workers}", "StopIteration", PyDataloader(_AsyncStops(stop=True), **common)
+        yield f"async-transform-{workers}", "transform", PyDataloader(_AsyncStops(), transform=stop_at_5, **common)
+        yield f"async-collate-{workers}", "collate_fn", PyDataloader(_AsyncStops(), collate_fn=_stop, **common)
+        yield (
+            f"rust-transform-{workers}",
+            "transform",
+            PyDataloader(FileDataset(files), transform=stop_at_5, **common),
+        )
+        yield f"rust-collate-{workers}", "collate_fn", PyDataloader(FileDataset(files), collate_fn=_stop, **common)
+
+
+def test_stop_iteration_from_user_code_is_a_runtime_error(tmp_path):
+    failed = []
+    for name, where, loader in _loaders(tmp_path):
+        try:
+            batches = list(loader)
+        except RuntimeError as e:
+            if where not in str(e) or not isinstance(e.__cause__, StopIteration):
+                failed.append((name, repr(e), repr(e.__cause__)))
+        else:
+            failed.append((name, "ended quietly", len(batches)))
+    assert not failed, failed

@@ -16,7 +16,7 @@ use crate::datasets::aio::{AsyncSource, CloseOnDrop};
 use crate::datasets::rust::RustSource;
 use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
-use crate::errors::{core_error, io_error, load_error};
+use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
 use crate::pipeline::Pipeline;
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
@@ -573,7 +573,8 @@ impl BatchIterator {
         }
         match recv {
             Recv::Batch(Ok(batch)) => Ok(Some(batch)),
-            Recv::Batch(Err(e)) => Err(load_error(e)),
+            // Any StopIteration left would end the epoch quietly.
+            Recv::Batch(Err(e)) => Err(no_stop_iteration(py, load_error(e), "user code")),
             Recv::Finished => Ok(None),
             Recv::Pending => unreachable!("waits until ready"),
         }

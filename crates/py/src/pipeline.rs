@@ -16,7 +16,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use dlrs_transforms::{Collator, Image, Item, Transform};
 
 use crate::batch::{ImageBatch, ImageCollator, collate_list};
-use crate::errors::image_error;
+use crate::errors::{image_error, no_stop_iteration};
 use crate::transforms::{PyTransform, item_from_py, item_into_py};
 
 /// One item between the dataset and the batch.
@@ -122,7 +122,10 @@ impl Pipeline {
     ) -> PyResult<Bound<'py, PyAny>> {
         match &self.transform {
             None => Ok(sample),
-            Some(ItemTransform::Python(f)) => f.bind(py).call1((index, sample)),
+            Some(ItemTransform::Python(f)) => f
+                .bind(py)
+                .call1((index, sample))
+                .map_err(|e| no_stop_iteration(py, e, "the transform")),
             Some(ItemTransform::Native(t)) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);
@@ -142,7 +145,11 @@ impl Pipeline {
             None => Ok(sample),
             Some(ItemTransform::Python(f)) => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
-                Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
+                let out = f
+                    .bind(py)
+                    .call1((index, arg))
+                    .map_err(|e| no_stop_iteration(py, e, "the transform"))?;
+                Ok(Sample::Py(out.unbind()))
             }),
             Some(ItemTransform::Native(t)) => {
                 let item = match sample {
@@ -165,7 +172,10 @@ impl Pipeline {
         indices: &[u64],
     ) -> PyResult<Py<PyAny>> {
         let batch = match &self.collate {
-            Collate::Python(c) => c.bind(py).call1((samples,))?,
+            Collate::Python(c) => c
+                .bind(py)
+                .call1((samples,))
+                .map_err(|e| no_stop_iteration(py, e, "collate_fn"))?,
             Collate::List => samples.into_any(),
             Collate::Images(c) => collate_list(py, c, &samples)?.into_bound(py),
         };

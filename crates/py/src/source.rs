@@ -10,6 +10,7 @@ use pyo3::types::{PyList, PyType};
 
 use dlrs_core::{BatchCtx, LoadError, Source};
 
+use crate::errors::no_stop_iteration;
 use crate::pipeline::Pipeline;
 use crate::run::Skipper;
 
@@ -41,7 +42,11 @@ impl Calls {
 
     /// `__getitem__(index)` then the transform.
     fn item<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyAny>> {
-        let sample = self.getitem.bind(py).call1((index,))?;
+        let sample = self
+            .getitem
+            .bind(py)
+            .call1((index,))
+            .map_err(|e| no_stop_iteration(py, e, "__getitem__"))?;
         self.check_not_coroutine(&sample, "__getitem__")?;
         self.pipeline.transform_attached(py, index, sample)
     }
@@ -116,7 +121,10 @@ impl Calls {
     ) -> Option<PyResult<Bound<'py, PyList>>> {
         let getitems = self.getitems.as_ref()?;
         Some((|| {
-            let samples = getitems.bind(py).call1((PyList::new(py, indices)?,))?;
+            let samples = getitems
+                .bind(py)
+                .call1((PyList::new(py, indices)?,))
+                .map_err(|e| no_stop_iteration(py, e, "__getitems__"))?;
             let mut items = Vec::with_capacity(indices.len());
             for (pos, sample) in samples.try_iter()?.enumerate() {
                 let sample = sample?;
