@@ -4,13 +4,15 @@ dropping a loader, garbage collection, and the error paths between Python and Ru
 from __future__ import annotations
 
 import gc
+import logging
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
-from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset
+from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
 
 from conftest import Range, in_forked_child
 
@@ -103,7 +105,7 @@ def test_a_getitem_that_never_returns_ends_the_process_at_exit_with_a_message():
     # process without finalizing it (an abort otherwise); its status says something was wrong.
     script = """
 import threading, time
-from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset
+from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
 started = threading.Event()
 class Stuck(PyDataset):
     def __len__(self): return 100
@@ -171,7 +173,7 @@ import itertools, os, resource, signal
 # Bounded memory if the read does not stop (it grows by 4 bytes a value).
 resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset
+from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
 class DS(PyDataset):
     def __len__(self): return 10
     def __getitem__(self, i): return i
@@ -318,3 +320,64 @@ def test_stop_iteration_from_user_code_is_a_runtime_error(tmp_path):
         else:
             failed.append((name, "ended quietly", len(batches)))
     assert not failed, failed
+
+
+# --------------------------------------------------------------------------- aclose
+
+
+class _BlockingAclose(PyAsyncDataset[int]):
+    """``aclose`` blocks its event loop (a synchronous wait) until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def __len__(self) -> int:
+        return 4
+
+    async def __getitem__(self, index: int) -> int:
+        return index
+
+    async def aclose(self) -> None:
+        self.release.wait(30)  # blocks the loop: no timeout inside it can fire
+        self.finished.set()
+
+
+def test_dropping_a_loader_whose_aclose_blocks_its_loop_returns(monkeypatch, caplog):
+    monkeypatch.setattr(_aio, "ACLOSE_TIMEOUT", 0.2)
+    ds = _BlockingAclose()
+    loader = PyDataloader(ds, batch_size=2, num_workers=1)
+    assert list(loader) == [[0, 1], [2, 3]]
+    try:
+        with caplog.at_level(logging.ERROR, logger="dataloader_rs"):
+            del loader
+            gc.collect()
+        # Returned while aclose still blocks the loop: it was left to finish on its own.
+        assert not ds.finished.is_set()
+        assert any("left to finish" in r.getMessage() for r in caplog.records), caplog.records
+    finally:
+        ds.release.set()
+    assert ds.finished.wait(30)
+
+
+def test_exit_while_aclose_blocks_its_loop_is_clean():
+    script = """
+import threading
+from dataloader_rs import PyAsyncDataset, PyDataloader, _aio
+_aio.ACLOSE_TIMEOUT = 0.2
+class DS(PyAsyncDataset):
+    def __len__(self): return 4
+    async def __getitem__(self, i): return i
+    async def aclose(self): threading.Event().wait(3600)
+dropped = PyDataloader(DS(), batch_size=2, num_workers=1)
+list(dropped)
+del dropped
+kept = PyDataloader(DS(), batch_size=2, num_workers=1)  # closed at exit
+list(kept)
+print("done")
+"""
+    for _ in range(RUNS):
+        proc = run_script(script, timeout=60)
+        assert_clean_exit(proc)
+        assert proc.stdout.strip() == "done"
