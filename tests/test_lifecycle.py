@@ -9,12 +9,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import weakref
 
 import pytest
 
 from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
 
-from conftest import Range, in_forked_child
+from conftest import Range, in_forked_child, wait_until
 
 #: Each script runs this often: the abort at exit used to happen every time.
 RUNS = 3
@@ -381,3 +382,103 @@ print("done")
         proc = run_script(script, timeout=60)
         assert_clean_exit(proc)
         assert proc.stdout.strip() == "done"
+
+
+# --------------------------------------------------------------------------- garbage collection
+
+
+class _Owner:
+    """Holds a loader whose collate_fn and transform are its own bound methods: a cycle."""
+
+    def __init__(self, make) -> None:
+        self.loader = make(self)
+
+    def collate(self, items):
+        return list(items)
+
+    def transform(self, sample):
+        return sample
+
+
+class _HoldsItsLoader(PyDataset[int]):
+    def __init__(self, **kwargs) -> None:
+        super().__init__()
+        self.loader = PyDataloader(self, batch_size=2, **kwargs)
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+_ACLOSED: list[int] = []
+
+
+class _AsyncHoldsItsLoader(PyAsyncDataset[int]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.n = 6
+        self.loader = PyDataloader(self, batch_size=2, num_workers=1)
+
+    def __len__(self) -> int:
+        return 6
+
+    async def __getitem__(self, index: int) -> int:
+        return index
+
+    async def aclose(self) -> None:
+        _ACLOSED.append(self.n)  # the dataset is intact when it runs
+
+
+def _collected(ref) -> bool:
+    gc.collect()
+    return ref() is None
+
+
+def test_loaders_in_reference_cycles_are_collected(tmp_path):
+    path = tmp_path / "a.bin"
+    path.write_bytes(b"x")
+    makers = {
+        "collate_fn": lambda o: PyDataloader(Range(6), batch_size=2, num_workers=2, collate_fn=o.collate),
+        "transform": lambda o: PyDataloader(Range(6), batch_size=2, num_workers=2, transform=o.transform),
+        "item_concurrency": lambda o: PyDataloader(
+            Range(6), batch_size=2, num_workers=2, item_concurrency=2, collate_fn=o.collate
+        ),
+        "inline": lambda o: PyDataloader(Range(6), batch_size=2, collate_fn=o.collate),
+        "rust": lambda o: PyDataloader(
+            FileDataset([str(path)] * 6), batch_size=2, num_workers=2, transform=o.transform, collate_fn=o.collate
+        ),
+        "async": lambda o: PyDataloader(_AsyncStops(), batch_size=2, num_workers=1, collate_fn=o.collate),
+    }
+    not_collected = []
+    for name, make in makers.items():
+        owner = _Owner(make)
+        assert list(owner.loader)
+        ref = weakref.ref(owner)
+        del owner
+        if not wait_until(lambda ref=ref: _collected(ref), timeout=10):
+            not_collected.append(name)
+    for name, make in {
+        "dataset_workers": lambda: _HoldsItsLoader(num_workers=2),
+        "dataset_inline": lambda: _HoldsItsLoader(),
+        "async_dataset": _AsyncHoldsItsLoader,
+    }.items():
+        ds = make()
+        assert len(list(ds.loader)) == 3
+        ref = weakref.ref(ds)
+        del ds
+        if not wait_until(lambda ref=ref: _collected(ref), timeout=10):
+            not_collected.append(name)
+    assert not not_collected, not_collected
+    assert _ACLOSED == [6]
+
+
+def test_a_finished_iterator_that_outlived_its_loader_in_a_cycle_is_collected():
+    owner = _Owner(lambda o: PyDataloader(Range(6), batch_size=2, num_workers=2, collate_fn=o.collate))
+    owner.it = iter(owner.loader)
+    assert len(list(owner.it)) == 3
+    del owner.loader  # the iterator alone holds the dataset now
+    ref = weakref.ref(owner)
+    del owner
+    assert wait_until(lambda: _collected(ref), timeout=10)

@@ -174,9 +174,18 @@ class EventLoop:
         if rest:
             await asyncio.wait(rest, timeout=_CANCEL_GRACE)
 
+    def __del__(self) -> None:
+        # In a garbage cycle (a dataset that holds its loader), this runs before the collector
+        # clears the cycle's objects, while aclose() can still run; the loader's own close
+        # comes after, on a cleared object.
+        self.close()
+
     def close(self) -> None:
         """Awaits ``aclose()`` once, then stops the loop and joins its thread (idempotent)."""
-        with self._lock:
+        lock = self.__dict__.get("_lock")
+        if lock is None or "_thread" not in self.__dict__:
+            return  # cleared by the garbage collector (closed by __del__), or never started
+        with lock:
             if self._closed:
                 return
             self._closed = True

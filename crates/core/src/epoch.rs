@@ -239,6 +239,12 @@ impl<S: Source> Epoch<S> {
         }
     }
 
+    /// The source the epoch loads.
+    #[must_use]
+    pub fn source(&self) -> &Arc<S> {
+        &self.source
+    }
+
     /// The plan of the epoch.
     #[must_use]
     pub fn plan(&self) -> &EpochPlan {

@@ -9,6 +9,7 @@
 //! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
 //!   and Rust datasets.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
+//! - [`gc`]: what the loader's pyclasses report to the garbage collector.
 //! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
 //!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
 //!
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod datasets;
 pub mod dlpack;
 pub mod errors;
+pub mod gc;
 pub mod image;
 pub mod loader;
 pub mod pipeline;

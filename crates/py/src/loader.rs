@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyType};
 
@@ -17,6 +19,7 @@ use crate::datasets::rust::RustSource;
 use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
 use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
+use crate::gc::only;
 use crate::pipeline::Pipeline;
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
@@ -47,6 +50,17 @@ impl Source for AnySource {
             Self::Python(s) => s.session(f),
             // These wait on tokio with the interpreter released.
             Self::Rust(_) | Self::Async(_) => f(),
+        }
+    }
+}
+
+impl AnySource {
+    /// Visits the source's Python objects (for `__traverse__`).
+    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Self::Python(s) => s.visit(visit),
+            Self::Rust(s) => s.stage.visit(visit),
+            Self::Async(s) => s.visit(visit),
         }
     }
 }
@@ -387,6 +401,18 @@ impl Loader {
         self.start(order, e)
     }
 
+    /// Reports the dataset's callables and the event loop while no iterator or worker shares
+    /// them (see `crate::gc`).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(source) = only(self.inner.source()) {
+            source.visit(&visit)?;
+        }
+        if let Some(guard) = self.event_loop.as_ref().and_then(only) {
+            visit.call(&guard.0)?;
+        }
+        Ok(())
+    }
+
     /// Starts the next epoch in the order of `sampler`, read whole now.
     fn epoch_from_sampler(&self, sampler: &Bound<'_, PyAny>) -> PyResult<BatchIterator> {
         let indices = read_sampler(sampler)?;
@@ -584,6 +610,21 @@ impl BatchIterator {
     #[getter]
     fn epoch(&self) -> u64 {
         self.number
+    }
+
+    /// Reports what the iterator alone keeps alive: the dataset once its loader is gone (and
+    /// its workers are done), the event loop. Batches waiting in the ring are not reported.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if self.epoch.is_inherited() {
+            return Ok(());
+        }
+        if let Some(source) = only(self.epoch.source()) {
+            source.visit(&visit)?;
+        }
+        if let Some(guard) = self._event_loop.as_ref().and_then(only) {
+            visit.call(&guard.0)?;
+        }
+        Ok(())
     }
 
     /// The batches handed out so far (counting those a resumed epoch skipped).

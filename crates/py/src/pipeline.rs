@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyValueError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
@@ -203,6 +205,17 @@ impl Pipeline {
             }
             self.collate_attached(py, list, indices)
         })
+    }
+
+    /// Visits the Python callables (for the garbage collector).
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(ItemTransform::Python(f)) = &self.transform {
+            visit.call(f)?;
+        }
+        if let Collate::Python(c) = &self.collate {
+            visit.call(c)?;
+        }
+        Ok(())
     }
 
     fn with_indices(

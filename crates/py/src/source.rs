@@ -4,13 +4,16 @@
 
 use std::sync::Arc;
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyType};
 
 use dlrs_core::{BatchCtx, LoadError, Source};
 
 use crate::errors::no_stop_iteration;
+use crate::gc::only;
 use crate::pipeline::Pipeline;
 use crate::run::Skipper;
 
@@ -159,6 +162,19 @@ pub struct PySource {
     /// Items of one batch fetched at once; above 1 a worker must not hold the interpreter
     /// while its helpers (which need it) fetch.
     pub item_concurrency: usize,
+}
+
+impl PySource {
+    /// Visits the dataset's callables unless an item helper shares them.
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let Some(calls) = only(&self.calls) else {
+            return Ok(());
+        };
+        visit.call(&calls.getitem)?;
+        visit.call(&calls.getitems)?;
+        visit.call(&calls.coroutine_type)?;
+        calls.pipeline.visit(visit)
+    }
 }
 
 impl Source for PySource {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use futures::channel::mpsc;
 use futures::future::{Either, select};
 use futures::stream::{FuturesUnordered, StreamExt};
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -93,6 +95,14 @@ impl Drop for CloseOnDrop {
 }
 
 impl AsyncSource {
+    /// Visits the loop and the dataset's callables.
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.event_loop)?;
+        visit.call(&self.getitem)?;
+        visit.call(&self.getitems)?;
+        self.stage.visit(visit)
+    }
+
     /// Loads one batch (on a worker thread).
     pub fn load_batch(
         &self,
