@@ -106,7 +106,7 @@ def test_a_getitem_that_never_returns_ends_the_process_at_exit_with_a_message():
     # process without finalizing it (an abort otherwise); its status says something was wrong.
     script = """
 import threading, time
-from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
+from dataloader_rs import PyDataloader, PyDataset
 started = threading.Event()
 class Stuck(PyDataset):
     def __len__(self): return 100
@@ -171,10 +171,11 @@ def test_an_iterator_from_before_fork_raises_in_the_child(kwargs):
 def test_ctrl_c_stops_reading_an_endless_sampler():
     script = """
 import itertools, os, resource, signal
-# Bounded memory if the read does not stop (it grows by 4 bytes a value).
-resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
+from dataloader_rs import PyDataloader, PyDataset
+# Bounded memory if the read does not stop (it grows by 4 bytes a value); set after the imports,
+# which map large libraries.
+resource.setrlimit(resource.RLIMIT_DATA, (2 << 30, 2 << 30))
 class DS(PyDataset):
     def __len__(self): return 10
     def __getitem__(self, i): return i
