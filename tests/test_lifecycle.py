@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import subprocess
 import sys
 import textwrap
@@ -99,6 +100,24 @@ next(it)
 """
     for _ in range(RUNS):
         assert_clean_exit(run_script(script))
+
+
+def test_exit_while_a_daemon_thread_waits_on_a_loader_is_clean(tmp_path):
+    # The thread waits in __next__ with the interpreter released (the workers wait on a file
+    # that never comes: a FIFO without a writer); it must not come back during finalization.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    script = """
+import sys, threading, time
+from dataloader_rs import FileDataset, PyDataloader
+def consume():
+    for _ in PyDataloader(FileDataset([sys.argv[1]] * 4), batch_size=2, num_workers=1):
+        pass
+threading.Thread(target=consume, daemon=True).start()
+time.sleep(0.3)
+"""
+    for _ in range(RUNS):
+        assert_clean_exit(run_script(script, str(fifo)))
 
 
 def test_a_getitem_that_never_returns_ends_the_process_at_exit_with_a_message():

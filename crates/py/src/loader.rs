@@ -589,7 +589,7 @@ impl BatchIterator {
                 other => Slice::Ready(other),
             })?
         } else if self.inline_releases {
-            py.detach(|| self.epoch.recv(None))
+            crate::attach::detach_counted(py, || self.epoch.recv(None))?
         } else {
             self.epoch.recv(None)
         };
