@@ -337,6 +337,18 @@ impl Loader {
         (p.epoch, p.position, p.num_batches, p.started)
     }
 
+    /// Reports the dataset's callables and the event loop while no iterator or worker shares
+    /// them (see `crate::gc`).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(source) = only(self.inner.source()) {
+            source.visit(&visit)?;
+        }
+        if let Some(guard) = self.event_loop.as_ref().and_then(only) {
+            visit.call(&guard.0)?;
+        }
+        Ok(())
+    }
+
     /// Skip failed items of a Python dataset: at most `count` per epoch, or `fraction` of it.
     #[pyo3(signature = (count=None, fraction=None))]
     fn set_max_failures(&self, count: Option<u64>, fraction: Option<f64>) -> PyResult<()> {
@@ -399,18 +411,6 @@ impl Loader {
             None => Order::Sequential { len },
         };
         self.start(order, e)
-    }
-
-    /// Reports the dataset's callables and the event loop while no iterator or worker shares
-    /// them (see `crate::gc`).
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(source) = only(self.inner.source()) {
-            source.visit(&visit)?;
-        }
-        if let Some(guard) = self.event_loop.as_ref().and_then(only) {
-            visit.call(&guard.0)?;
-        }
-        Ok(())
     }
 
     /// Starts the next epoch in the order of `sampler`, read whole now.
