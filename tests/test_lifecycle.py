@@ -184,6 +184,30 @@ def test_an_iterator_from_before_fork_raises_in_the_child(kwargs):
     assert [x for b in it for x in b] == list(range(4, 64))
 
 
+def test_a_child_forked_while_workers_run_exits_at_once():
+    # The parent's workers, attached at the fork, are not in the child: its exit does not wait
+    # for them (it would, then end with status 1).
+    # Pure Python work (NumPy's BLAS threads can deadlock a fork on their own).
+    script = """
+import os, sys, warnings
+from dataloader_rs import PyDataloader, PyDataset
+warnings.simplefilter("ignore", DeprecationWarning)
+class DS(PyDataset):
+    def __len__(self): return 100000
+    def __getitem__(self, i): return sum(range(1_000_000))
+it = iter(PyDataloader(DS(), batch_size=4, num_workers=2))
+next(it)
+pid = os.fork()
+if pid == 0:
+    sys.exit(0)  # a normal exit, atexit handlers included
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+    proc = run_script(script)
+    assert_clean_exit(proc)
+    assert proc.stdout.strip() == "child 0", proc.stderr
+
+
 # --------------------------------------------------------------------------- Ctrl-C
 
 

@@ -219,6 +219,16 @@ fn is_main_thread(py: Python<'_>) -> bool {
     check().unwrap_or(false)
 }
 
+/// Registered with `os.register_at_fork(after_in_child=...)` by the module: the threads the
+/// parent counted as attached, waiting or deleting do not exist in the child, whose exit must
+/// not wait for them.
+#[pyfunction]
+pub fn forked_child() {
+    ATTACHED.store(0, Ordering::SeqCst);
+    WAITING.store(0, Ordering::SeqCst);
+    DELETING.store(0, Ordering::SeqCst);
+}
+
 /// Registered with `atexit` by the module: the interpreter is shutting down. From now on the
 /// loader's threads do not enter the interpreter, and no thread state is made or deleted by
 /// them. Every live epoch is abandoned, then this waits, with the interpreter released, at
