@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
@@ -26,6 +28,9 @@ ACLOSE_TIMEOUT = 5.0
 
 #: How long closing waits for the tasks it cancelled (dropped iterators' batches) to finish.
 _CANCEL_GRACE = 1.0
+
+#: For the hand-overs between the closing thread and the loop's.
+_CLOSE_MARGIN = 0.5
 
 
 class Deliver(Protocol):
@@ -98,7 +103,9 @@ class EventLoop:
 
     :meth:`close` (called by Rust once the loader and its iterators are dropped, or at exit)
     awaits ``aclose`` on the loop, at most :data:`ACLOSE_TIMEOUT` seconds, logs its exception or
-    its overrun, cancels what is left, stops the loop and joins the thread. In a forked child, the
+    its overrun, cancels what is left, stops the loop and joins the thread; all of it within
+    about :data:`ACLOSE_TIMEOUT` + 1.5 s, even when ``aclose`` blocks the loop (the thread is then
+    left to finish on its own, a daemon thread that does not delay the exit). In a forked child, the
     parent's thread does not exist: a new loop is started on first use.
     """
 
@@ -180,9 +187,18 @@ class EventLoop:
         if rest:
             await asyncio.wait(rest, timeout=_CANCEL_GRACE)
 
+    def __del__(self) -> None:
+        # In a garbage cycle (a dataset that holds its loader), this runs before the collector
+        # clears the cycle's objects, while aclose() can still run; the loader's own close
+        # comes after, on a cleared object.
+        self.close()
+
     def close(self) -> None:
         """Awaits ``aclose()`` once, then stops the loop and joins its thread (idempotent)."""
-        with self._lock:
+        lock = self.__dict__.get("_lock")
+        if lock is None or "_thread" not in self.__dict__:
+            return  # cleared by the garbage collector (closed by __del__), or never started
+        with lock:
             if self._closed:
                 return
             self._closed = True
@@ -194,13 +210,27 @@ class EventLoop:
             task = loop.create_task(self._shutdown())
             task.add_done_callback(lambda _: loop.stop())
             return
+        # One deadline for the whole close: an aclose() that blocks the loop (a synchronous
+        # sleep) stops no timeout on the loop, so this thread must not wait on it unbounded.
+        deadline = time.monotonic() + ACLOSE_TIMEOUT + _CANCEL_GRACE + _CLOSE_MARGIN
         shutdown = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
         try:
-            shutdown.result(timeout=ACLOSE_TIMEOUT + _CANCEL_GRACE + 1.0)
-        except BaseException as exc:  # a shutdown that failed or hangs must not keep the loop
+            shutdown.result(timeout=deadline - time.monotonic())
+        except concurrent.futures.TimeoutError:
+            pass  # reported below, with the thread still running
+        except BaseException as exc:  # a shutdown that failed must not keep the loop
             logger.error("closing the event loop of %s failed", self._name, exc_info=exc)
-        loop.call_soon_threadsafe(loop.stop)
-        self._thread.join()
+        with contextlib.suppress(RuntimeError):  # the loop closed by itself in the meantime
+            loop.call_soon_threadsafe(loop.stop)
+        self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            # A daemon thread: it ends with the process if it never finishes.
+            logger.error(
+                "the event loop of %s did not stop within %s s (does aclose() block it?); "
+                "it is left to finish on its own",
+                self._name,
+                ACLOSE_TIMEOUT + _CANCEL_GRACE,
+            )
 
 
 @atexit.register

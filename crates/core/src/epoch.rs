@@ -136,6 +136,8 @@ pub struct Epoch<S: Source> {
     num_batches: u64,
     number: u64,
     mode: Mode<S>,
+    /// The process that started the epoch: after `fork`, its workers are not in this one.
+    pid: u32,
 }
 
 impl<S: Source> std::fmt::Debug for Epoch<S> {
@@ -216,7 +218,15 @@ impl<S: Source> Epoch<S> {
             num_batches,
             number,
             mode,
+            pid: std::process::id(),
         }
+    }
+
+    /// Whether this process is a child forked after the epoch started: the epoch's workers
+    /// (and the locks they held) belong to the parent, so it must not be used here.
+    #[must_use]
+    pub fn is_inherited(&self) -> bool {
+        self.pid != std::process::id()
     }
 
     /// The number of batches of the epoch.
@@ -254,6 +264,12 @@ impl<S: Source> Epoch<S> {
             Mode::Inline(_) => 0,
             Mode::Workers(shared) => lock(&shared.ring).peak_in_flight,
         }
+    }
+
+    /// The source the epoch loads.
+    #[must_use]
+    pub fn source(&self) -> &Arc<S> {
+        &self.source
     }
 
     /// The plan of the epoch.
@@ -362,7 +378,9 @@ impl<S: Source> Epoch<S> {
 impl<S: Source> Drop for Epoch<S> {
     fn drop(&mut self) {
         self.cancelled.set();
-        if let Mode::Workers(shared) = &self.mode {
+        if let Mode::Workers(shared) = &self.mode
+            && !self.is_inherited()
+        {
             // Take the lock so no worker is between its check and its wait, then wake them all.
             drop(lock(&shared.ring));
             shared.space.notify_all();

@@ -38,6 +38,9 @@ static DELETING: AtomicUsize = AtomicUsize::new(0);
 /// Loader threads inside [`attach`] right now (nested calls count again).
 static ATTACHED: AtomicUsize = AtomicUsize::new(0);
 
+/// Python threads waiting on the loader with the interpreter released ([`detach_counted`]).
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
 /// How long `interpreter_exiting` waits for the loader's threads to leave the interpreter.
 pub const EXIT_WAIT: Duration = Duration::from_secs(5);
 
@@ -182,11 +185,55 @@ pub fn try_attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     Some(Python::attach(f))
 }
 
+/// Lowers [`WAITING`] when dropped.
+struct Waiting;
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `py.detach(f)` for a Python thread that waits on the loader (`__next__`). It comes back
+/// into the interpreter when `f` returns, which must not happen during finalization (a daemon
+/// thread iterating a loader at exit would abort the process): so the thread is counted, and
+/// the exit waits for it; once the interpreter exits, a thread other than the main one (which
+/// runs the `atexit` handlers) gets an error instead of waiting.
+pub fn detach_counted<T: Send>(py: Python<'_>, f: impl Send + FnOnce() -> T) -> PyResult<T> {
+    WAITING.fetch_add(1, Ordering::SeqCst);
+    let _waiting = Waiting;
+    if EXITING.load(Ordering::SeqCst) && !is_main_thread(py) {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "the interpreter is exiting: a dataloader-rs iterator cannot wait on this thread",
+        ));
+    }
+    Ok(py.detach(f))
+}
+
+fn is_main_thread(py: Python<'_>) -> bool {
+    let check = || -> PyResult<bool> {
+        let threading = py.import("threading")?;
+        let main = threading.call_method0("main_thread")?;
+        Ok(main.is(&threading.call_method0("current_thread")?))
+    };
+    check().unwrap_or(false)
+}
+
+/// Registered with `os.register_at_fork(after_in_child=...)` by the module: the threads the
+/// parent counted as attached, waiting or deleting do not exist in the child, whose exit must
+/// not wait for them.
+#[pyfunction]
+pub fn forked_child() {
+    ATTACHED.store(0, Ordering::SeqCst);
+    WAITING.store(0, Ordering::SeqCst);
+    DELETING.store(0, Ordering::SeqCst);
+}
+
 /// Registered with `atexit` by the module: the interpreter is shutting down. From now on the
 /// loader's threads do not enter the interpreter, and no thread state is made or deleted by
 /// them. Every live epoch is abandoned, then this waits, with the interpreter released, at
-/// most [`EXIT_WAIT`], until no loader thread is attached and the deletions under way are
-/// done. A thread still attached then runs user code that did not return: the process ends
+/// most [`EXIT_WAIT`], until no loader thread is attached, no Python thread waits on a loader
+/// ([`detach_counted`]) and the deletions under way are done. A thread still attached then runs user code that did not return: the process ends
 /// here (status 1, a message on stderr), before finalization could abort it.
 #[pyfunction]
 pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
@@ -195,7 +242,7 @@ pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
     let attached = py.detach(|| {
         let start = Instant::now();
         loop {
-            let attached = ATTACHED.load(Ordering::SeqCst);
+            let attached = ATTACHED.load(Ordering::SeqCst) + WAITING.load(Ordering::SeqCst);
             let busy = attached > 0 || DELETING.load(Ordering::SeqCst) > 0;
             if !busy || start.elapsed() >= EXIT_WAIT {
                 return attached;
@@ -205,7 +252,7 @@ pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
     });
     if attached > 0 {
         let message = format!(
-            "dataloader-rs: {attached} loader thread(s) still running Python code (a \
+            "dataloader-rs: {attached} thread(s) still running Python code (a \
              __getitem__, transform or collate_fn that did not return) {} s after the \
              interpreter began to exit; ending the process now with status 1, as \
              os._exit(1) (finalizing the interpreter under them would abort it)\n",

@@ -10,7 +10,7 @@ use pyo3::exceptions::{
     PyBlockingIOError, PyBrokenPipeError, PyConnectionAbortedError, PyConnectionRefusedError,
     PyConnectionResetError, PyFileExistsError, PyFileNotFoundError, PyIndexError,
     PyInterruptedError, PyIsADirectoryError, PyNotADirectoryError, PyOSError, PyPermissionError,
-    PyRuntimeError, PyTimeoutError, PyTypeError, PyValueError,
+    PyRuntimeError, PyStopIteration, PyTimeoutError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 
@@ -34,6 +34,18 @@ pub fn load_error(e: LoadError<PyErr>) -> PyErr {
              interpreter is exiting)",
         ),
     }
+}
+
+/// `err`, or, when it is a `StopIteration` raised by user code (`what`: `__getitem__`, the
+/// transform, ...), a `RuntimeError` caused by it: raised from `__next__`, a StopIteration
+/// would end the epoch early without a word (PEP 479 does the same for generators).
+pub fn no_stop_iteration(py: Python<'_>, err: PyErr, what: &str) -> PyErr {
+    if !err.is_instance_of::<PyStopIteration>(py) {
+        return err;
+    }
+    let wrapped = PyRuntimeError::new_err(format!("{what} raised StopIteration"));
+    wrapped.set_cause(py, Some(err));
+    wrapped
 }
 
 /// A `dlrs-io` error as the Python exception [`dlrs_io::Error::python_kind`] names: an I/O

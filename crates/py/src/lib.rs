@@ -10,6 +10,7 @@
 //!   and Rust datasets.
 //! - [`worker`]: `get_worker_info()` and per-item seeds on the loader's threads.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
+//! - [`gc`]: what the loader's pyclasses report to the garbage collector.
 //! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
 //!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
 //!
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod datasets;
 pub mod dlpack;
 pub mod errors;
+pub mod gc;
 pub mod image;
 pub mod loader;
 pub mod pipeline;
@@ -55,5 +57,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.py()
         .import("atexit")?
         .call_method1("register", (exiting,))?;
+    let forked = wrap_pyfunction!(attach::forked_child, m)?;
+    let kwargs = pyo3::types::PyDict::new(m.py());
+    kwargs.set_item("after_in_child", forked)?;
+    m.py()
+        .import("os")?
+        .call_method("register_at_fork", (), Some(&kwargs))?;
     Ok(())
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyType};
 
@@ -19,7 +21,8 @@ use crate::datasets::aio::{AsyncSource, CloseOnDrop};
 use crate::datasets::rust::RustSource;
 use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
-use crate::errors::{core_error, io_error, load_error};
+use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
+use crate::gc::only;
 use crate::pipeline::{Loaded, Pipeline};
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
@@ -79,6 +82,15 @@ impl AnySource {
             Self::Python(s) => &s.calls.pipeline,
             Self::Rust(s) => s.stage.pipeline(),
             Self::Async(s) => s.stage.pipeline(),
+        }
+    }
+
+    /// Visits the source's Python objects (for `__traverse__`).
+    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Self::Python(s) => s.visit(visit),
+            Self::Rust(s) => s.stage.visit(visit),
+            Self::Async(s) => s.visit(visit),
         }
     }
 }
@@ -395,6 +407,18 @@ impl Loader {
         (p.epoch, p.position, p.num_batches, p.started)
     }
 
+    /// Reports the dataset's callables and the event loop while no iterator or worker shares
+    /// them (see `crate::gc`).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(source) = only(self.inner.source()) {
+            source.visit(&visit)?;
+        }
+        if let Some(guard) = self.event_loop.as_ref().and_then(only) {
+            visit.call(&guard.0)?;
+        }
+        Ok(())
+    }
+
     /// Skip failed items: at most `count` per epoch, or `fraction` of it.
     #[pyo3(signature = (count=None, fraction=None))]
     fn set_max_failures(&self, count: Option<u64>, fraction: Option<f64>) -> PyResult<()> {
@@ -611,9 +635,20 @@ fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
     }
 }
 
+/// How many sampler values are read between two checks for signals.
+const SIGNAL_EVERY: usize = 1 << 14;
+
 /// Reads a sampler whole: every value a non-negative int (numpy integers included).
 fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
-    let iter = sampler.try_iter().map_err(|_| {
+    let iter = sampler.try_iter().map_err(|e| {
+        // A sampler's own `__iter__` failed: its exception is the caller's to see.
+        let has_iter = sampler
+            .get_type()
+            .getattr("__iter__")
+            .is_ok_and(|f| !f.is_none());
+        if has_iter {
+            return e;
+        }
         PyTypeError::new_err(format!(
             "sampler must be an iterable of ints, got {}",
             sampler
@@ -623,9 +658,13 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
         ))
     })?;
     let mut out = Indices::with_capacity(sampler.len().unwrap_or(0));
-    for item in iter {
+    for (n, item) in iter.enumerate() {
         let item = item?;
         out.push(index_of(&item)?);
+        // An endless sampler must stay stoppable with Ctrl-C.
+        if n % SIGNAL_EVERY == SIGNAL_EVERY - 1 {
+            sampler.py().check_signals()?;
+        }
     }
     out.shrink_to_fit();
     Ok(out)
@@ -751,6 +790,7 @@ impl BatchIterator {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.check_process()?;
         let _busy = Busy::enter(&self.busy)?;
         let recv = if self.workers {
             let deadline = self.timeout.map(|t| (t, Instant::now() + t));
@@ -776,7 +816,7 @@ impl BatchIterator {
                 ))
             })?
         } else if self.inline_releases {
-            py.detach(|| self.epoch.recv(None))
+            crate::attach::detach_counted(py, || self.epoch.recv(None))?
         } else {
             self.epoch.recv(None)
         };
@@ -789,7 +829,8 @@ impl BatchIterator {
                 self.item_stats.delivered(loaded.items);
                 Ok(Some(loaded.batch))
             }
-            Recv::Batch(Err(e)) => Err(load_error(e)),
+            // Any StopIteration left would end the epoch quietly.
+            Recv::Batch(Err(e)) => Err(no_stop_iteration(py, load_error(e), "user code")),
             Recv::Finished => Ok(None),
             Recv::Pending => unreachable!("waits until ready"),
         }
@@ -801,14 +842,44 @@ impl BatchIterator {
         self.number
     }
 
+    /// Reports what the iterator alone keeps alive: the dataset once its loader is gone (and
+    /// its workers are done), the event loop. Batches waiting in the ring are not reported.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if self.epoch.is_inherited() {
+            return Ok(());
+        }
+        if let Some(source) = only(self.epoch.source()) {
+            source.visit(&visit)?;
+        }
+        if let Some(guard) = self._event_loop.as_ref().and_then(only) {
+            visit.call(&guard.0)?;
+        }
+        Ok(())
+    }
+
     /// The batches handed out so far (counting those a resumed epoch skipped).
     #[getter]
-    fn position(&self) -> u64 {
-        self.epoch.position()
+    fn position(&self) -> PyResult<u64> {
+        self.check_process()?;
+        Ok(self.epoch.position())
     }
 
     /// The number of batches left in the epoch.
-    fn __len__(&self) -> usize {
-        usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX)
+    fn __len__(&self) -> PyResult<usize> {
+        self.check_process()?;
+        Ok(usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX))
+    }
+}
+
+impl BatchIterator {
+    /// An iterator inherited through `fork` would wait forever for the parent's workers.
+    fn check_process(&self) -> PyResult<()> {
+        if self.epoch.is_inherited() {
+            return Err(PyRuntimeError::new_err(
+                "this iterator was started before the process forked: its workers are in the \
+                 parent process; start a new epoch with iter(loader) in the child",
+            ));
+        }
+        Ok(())
     }
 }

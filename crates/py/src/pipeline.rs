@@ -10,14 +10,16 @@
 use std::sync::Arc;
 
 use dlrs_core::ItemStats;
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyValueError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use dlrs_transforms::{Collator, Image, Item, Transform};
 
 use crate::batch::{ImageBatch, ImageCollator, collate_list};
-use crate::errors::image_error;
+use crate::errors::{image_error, no_stop_iteration};
 use crate::run::Skipper;
 use crate::transforms::{PyTransform, item_from_py, item_into_py};
 use crate::worker::ItemInfo;
@@ -145,6 +147,7 @@ impl Pipeline {
         let out = match transform {
             ItemTransform::Python(f) => {
                 crate::worker::for_item(index, || f.bind(py).call1((index, sample)))
+                    .map_err(|e| no_stop_iteration(py, e, "the transform"))
             }
             ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
@@ -170,7 +173,11 @@ impl Pipeline {
         let out = match transform {
             ItemTransform::Python(f) => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
-                Ok(Sample::Py(f.bind(py).call1((index, arg))?.unbind()))
+                let out = f
+                    .bind(py)
+                    .call1((index, arg))
+                    .map_err(|e| no_stop_iteration(py, e, "the transform"))?;
+                Ok(Sample::Py(out.unbind()))
             }),
             ItemTransform::Native(t) => {
                 let item = match sample {
@@ -195,7 +202,10 @@ impl Pipeline {
         indices: &[u64],
     ) -> PyResult<Py<PyAny>> {
         let batch = match &self.collate {
-            Collate::Python(c) => c.bind(py).call1((samples,))?,
+            Collate::Python(c) => c
+                .bind(py)
+                .call1((samples,))
+                .map_err(|e| no_stop_iteration(py, e, "collate_fn"))?,
             Collate::List => samples.into_any(),
             Collate::Images(c) => collate_list(py, c, &samples)?.into_bound(py),
         };
@@ -223,6 +233,17 @@ impl Pipeline {
             }
             self.collate_attached(py, list, indices)
         })
+    }
+
+    /// Visits the Python callables (for the garbage collector).
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(ItemTransform::Python(f)) = &self.transform {
+            visit.call(f)?;
+        }
+        if let Collate::Python(c) = &self.collate {
+            visit.call(c)?;
+        }
+        self.info.visit(visit)
     }
 
     fn with_indices(

@@ -28,7 +28,7 @@ pub fn wait_interruptibly<T: Send>(
         return Ok(v);
     }
     loop {
-        if let Slice::Ready(v) = py.detach(|| poll(Some(SIGNAL_SLICE))) {
+        if let Slice::Ready(v) = crate::attach::detach_counted(py, || poll(Some(SIGNAL_SLICE)))? {
             return Ok(v);
         }
         py.check_signals()?;

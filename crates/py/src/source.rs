@@ -5,12 +5,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyType};
 
 use dlrs_core::{BatchCtx, LoadError, Source};
 
+use crate::errors::no_stop_iteration;
+use crate::gc::only;
 use crate::pipeline::{Loaded, Pipeline};
 use crate::run::Skipper;
 
@@ -46,7 +50,7 @@ impl Calls {
         let started = timed.then(Instant::now);
         let sample = crate::worker::for_item(index, || self.getitem.bind(py).call1((index,)));
         self.pipeline.stats.fetch_took(started);
-        let sample = sample?;
+        let sample = sample.map_err(|e| no_stop_iteration(py, e, "__getitem__"))?;
         self.check_not_coroutine(&sample, "__getitem__")?;
         self.pipeline.transform_attached(py, index, sample)
     }
@@ -144,7 +148,7 @@ impl Calls {
             let started = Instant::now();
             let samples = getitems.bind(py).call1((PyList::new(py, indices)?,));
             self.pipeline.stats.fetch_took(Some(started));
-            let samples = samples?;
+            let samples = samples.map_err(|e| no_stop_iteration(py, e, "__getitems__"))?;
             let mut items = Vec::with_capacity(indices.len());
             for (pos, sample) in samples.try_iter()?.enumerate() {
                 let sample = sample?;
@@ -181,14 +185,28 @@ pub struct PySource {
     pub item_concurrency: usize,
 }
 
+impl PySource {
+    /// Visits the dataset's callables unless an item helper shares them.
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        let Some(calls) = only(&self.calls) else {
+            return Ok(());
+        };
+        visit.call(&calls.getitem)?;
+        visit.call(&calls.getitems)?;
+        visit.call(&calls.coroutine_type)?;
+        calls.pipeline.visit(visit)
+    }
+}
+
 impl Source for PySource {
     type Batch = Loaded;
     type Error = PyErr;
 
     fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
-        if ctx.item_concurrency() > 1 && indices.len() > 1 {
-            // One `__getitem__` call per item, up to item_concurrency at once; the interpreter
-            // is taken per item, and released while this thread waits for the helpers.
+        if ctx.item_concurrency() > 1 {
+            // One `__getitem__` call per item, up to item_concurrency at once (never
+            // `__getitems__`, even for a batch of one); the interpreter is taken per item, and
+            // released while this thread waits for the helpers.
             let (calls, epoch_id, first) = (Arc::clone(&self.calls), ctx.epoch_id(), indices[0]);
             let (worker, epoch) = (ctx.worker(), ctx.epoch_number());
             let items = ctx.map_items(indices, move |i| {

@@ -14,7 +14,9 @@ use std::cell::Cell;
 use std::ptr;
 use std::sync::OnceLock;
 
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
 /// What `get_worker_info()` reports of one loader: an object made by the Python side
@@ -30,6 +32,16 @@ impl ItemInfo {
         self.set
             .set((info, base_seed))
             .map_err(|_| PyRuntimeError::new_err("the worker info of a loader is set once"))
+    }
+}
+
+impl ItemInfo {
+    /// Visits the info object (it holds the dataset) for the garbage collector.
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self.set.get() {
+            Some((info, _)) => visit.call(info),
+            None => Ok(()),
+        }
     }
 }
 

@@ -9,7 +9,9 @@ use std::time::Instant;
 use futures::channel::mpsc;
 use futures::future::{Either, select};
 use futures::stream::{FuturesUnordered, StreamExt};
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
@@ -154,6 +156,14 @@ impl Drop for CloseOnDrop {
 }
 
 impl AsyncSource {
+    /// Visits the loop and the dataset's callables.
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.event_loop)?;
+        visit.call(&self.getitem)?;
+        visit.call(&self.getitems)?;
+        self.stage.visit(visit)
+    }
+
     /// Loads one batch (on a worker thread).
     pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let (tx, rx) = mpsc::unbounded();

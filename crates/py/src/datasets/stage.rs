@@ -7,12 +7,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::channel::oneshot;
+use pyo3::PyTraverseError;
 use pyo3::exceptions::PyRuntimeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use tokio::sync::Semaphore;
 
 use dlrs_core::Pool;
 
+use crate::gc::only;
 use crate::pipeline::{Pipeline, Sample};
 
 /// The transform threads of one loader, rebuilt in a forked child.
@@ -94,6 +97,15 @@ impl Stage {
     /// The pipeline (for the collation).
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
+    }
+
+    /// Visits the pipeline's Python callables unless a transform job shares the pipeline (see
+    /// `Loader::__traverse__`).
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match only(&self.pipeline) {
+            Some(pipeline) => pipeline.visit(visit),
+            None => Ok(()),
+        }
     }
 
     /// Transforms item `index` on the pool; a future that is ready at once without a transform.
