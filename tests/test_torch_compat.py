@@ -395,3 +395,26 @@ def test_a_loader_pickles_with_its_seed_and_epoch():
 def test_endless_iteration_is_a_user_sampler_choice():
     # A finite slice of an endless sampler works (an endless one never starts an epoch).
     assert flat(PyDataloader(Range(3), sampler=itertools.islice(itertools.cycle([2, 0]), 5))) == [2, 0, 2, 0, 2]
+
+
+def test_batch_sampler_with_empty_batches_for_rust_and_async_datasets(tmp_path):
+    from dataloader_rs import PyAsyncDataset
+
+    class Doubles(PyAsyncDataset):
+        def __len__(self):
+            return 4
+
+        async def __getitem__(self, i):
+            return 2 * i
+
+    for i in range(4):
+        (tmp_path / f"{i}.bin").write_bytes(bytes([i]))
+    files = FileDataset([str(tmp_path / f"{i}.bin") for i in range(4)])
+    batches = [[3], [], [0, 2, 1]]
+    for k in (1, 2):
+        rust = PyDataloader(
+            files, batch_sampler=batches, num_workers=2, item_concurrency=k, transform=lambda i, b: b[0]
+        )
+        assert list(rust) == [[3], [], [0, 2, 1]]
+        aio = PyDataloader(Doubles(), batch_sampler=batches, item_concurrency=k)
+        assert list(aio) == [[6], [], [0, 4, 2]]

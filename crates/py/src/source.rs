@@ -207,14 +207,15 @@ impl Source for PySource {
             // One `__getitem__` call per item, up to item_concurrency at once (never
             // `__getitems__`, even for a batch of one); the interpreter is taken per item, and
             // released while this thread waits for the helpers.
-            let (calls, epoch_id, first) = (Arc::clone(&self.calls), ctx.epoch_id(), indices[0]);
+            let (calls, epoch_id) = (Arc::clone(&self.calls), ctx.epoch_id());
+            let first = indices.first().copied();
             let (worker, epoch) = (ctx.worker(), ctx.epoch_number());
             let items = ctx.map_items(indices, move |i| {
                 let _fetching = calls.pipeline.stats.fetching();
                 crate::worker::scope(&calls.pipeline.info, worker, epoch, Some(i), || {
                     crate::attach::attach(|py| {
                         calls
-                            .item_or_skip(py, epoch_id, i, i == first)
+                            .item_or_skip(py, epoch_id, i, Some(i) == first)
                             .map(|x| x.map(Bound::unbind))
                     })
                 })
