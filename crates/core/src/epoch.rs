@@ -218,7 +218,7 @@ impl<S: Source> Epoch<S> {
             num_batches,
             number,
             mode,
-            pid: std::process::id(),
+            pid: crate::pid::current(),
         }
     }
 
@@ -226,7 +226,7 @@ impl<S: Source> Epoch<S> {
     /// (and the locks they held) belong to the parent, so it must not be used here.
     #[must_use]
     pub fn is_inherited(&self) -> bool {
-        self.pid != std::process::id()
+        self.pid != crate::pid::current()
     }
 
     /// The number of batches of the epoch.

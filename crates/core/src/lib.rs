@@ -14,12 +14,14 @@
 //! - [`source`]: the [`Source`] trait and the per-batch context that fans items out.
 //! - [`loader`]: the [`Loader`], its validated [`Config`] and the epoch counter.
 //! - [`per_process`]: a value built once per process and built again in a forked child.
+//! - [`pid`]: the process id, read once per process (a forked child reads its own).
 //! - [`stats`]: live counters (batches, items, consumer wait, load latency quantiles).
 
 pub mod epoch;
 pub mod error;
 pub mod loader;
 pub mod per_process;
+pub mod pid;
 pub mod plan;
 pub mod pool;
 pub mod sampler;

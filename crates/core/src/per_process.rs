@@ -37,7 +37,7 @@ impl<T> PerProcess<T> {
     /// # Errors
     /// What `init` fails with; nothing is stored then.
     pub fn get_or_try_init<E>(&self, init: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
-        let pid = std::process::id();
+        let pid = crate::pid::current();
         let seen = self.current.load(Ordering::Acquire);
         // SAFETY: a non-null pointer in `current` comes from `Box::into_raw` below. It is freed
         // only by `Drop`, which has exclusive access, and an entry replaced by a newer one is
@@ -89,7 +89,7 @@ impl<T> Drop for PerProcess<T> {
         // SAFETY: a non-null pointer came from `Box::into_raw`, and `&mut self` means no other
         // reference to the entry exists.
         let entry = unsafe { Box::from_raw(current) };
-        if entry.pid != std::process::id() {
+        if entry.pid != crate::pid::current() {
             // Built by a parent process: its threads are gone, never drop it here.
             std::mem::forget(entry);
         }
@@ -143,7 +143,7 @@ mod tests {
         let cell = PerProcess::new();
         // Pretend a parent process built the current entry.
         let parent = Box::into_raw(Box::new(Entry {
-            pid: std::process::id().wrapping_add(1),
+            pid: crate::pid::current().wrapping_add(1),
             value: Probe(dropped.clone(), 1),
         }));
         cell.current.store(parent, Ordering::Release);

@@ -90,7 +90,7 @@ impl Pool {
                 name: name.to_owned(),
                 lot,
             }),
-            pid: std::process::id(),
+            pid: crate::pid::current(),
         }
     }
 
@@ -109,7 +109,7 @@ impl Pool {
     /// This pool, or a new one of the same size when the process forked since it was made.
     /// The parent's state is leaked: its threads do not exist here and its lock may be held.
     pub fn for_this_process(&mut self) -> &Self {
-        if self.pid != std::process::id() {
+        if self.pid != crate::pid::current() {
             let fresh = Self::build(self.inner.size, &self.inner.name, self.inner.lot);
             let old = std::mem::replace(self, fresh);
             std::mem::forget(old);
@@ -137,7 +137,7 @@ impl Pool {
     /// of its own). Does nothing in a forked child, whose pool state belongs to threads that do
     /// not exist.
     pub fn shutdown(&self) {
-        if self.pid != std::process::id() {
+        if self.pid != crate::pid::current() {
             return;
         }
         let mut st = lock(&self.inner.state);

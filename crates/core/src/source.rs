@@ -80,6 +80,7 @@ impl Cancel {
         usize::try_from(self.serial).unwrap_or(usize::MAX)
     }
 
+    #[inline]
     pub(crate) fn is_set(&self) -> bool {
         self.flag.load(Ordering::Relaxed) || self.serial < ABANDONED_BELOW.load(Ordering::Relaxed)
     }
@@ -99,6 +100,7 @@ pub struct BatchCtx {
 impl BatchCtx {
     /// Whether the epoch was abandoned (its iterator dropped): the result will be discarded.
     #[must_use]
+    #[inline]
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.is_set()
     }

@@ -188,6 +188,7 @@ impl Drop for Fetching<'_> {
 impl ItemStats {
     /// The start of a fetch, for one in [`TIMED_ONE_IN`] (the first one included).
     #[must_use]
+    #[inline]
     pub fn fetch_clock(&self) -> Option<Instant> {
         let n = self.fetch_ticks.fetch_add(1, Ordering::Relaxed);
         (n % TIMED_ONE_IN == 0).then(Instant::now)
@@ -195,12 +196,14 @@ impl ItemStats {
 
     /// The start of a transform, for one in [`TIMED_ONE_IN`] (the first one included).
     #[must_use]
+    #[inline]
     pub fn transform_clock(&self) -> Option<Instant> {
         let n = self.transform_ticks.fetch_add(1, Ordering::Relaxed);
         (n % TIMED_ONE_IN == 0).then(Instant::now)
     }
 
     /// Records a fetch that started at `clock` (if it was timed).
+    #[inline]
     pub fn fetch_took(&self, clock: Option<Instant>) {
         if let Some(t) = clock {
             self.fetch.record(t.elapsed());
@@ -208,6 +211,7 @@ impl ItemStats {
     }
 
     /// Records a transform that started at `clock` (if it was timed).
+    #[inline]
     pub fn transform_took(&self, clock: Option<Instant>) {
         if let Some(t) = clock {
             self.transform.record(t.elapsed());
@@ -215,6 +219,7 @@ impl ItemStats {
     }
 
     /// Counts one item in flight until the guard is dropped.
+    #[inline]
     pub fn fetching(&self) -> Fetching<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         Fetching(self)

@@ -134,6 +134,7 @@ impl Pipeline {
 
     /// Transforms a Python sample on a thread that holds the interpreter; a native transform
     /// runs with it released.
+    #[inline]
     pub fn transform_attached<'py>(
         &self,
         py: Python<'py>,
@@ -145,10 +146,10 @@ impl Pipeline {
         };
         let started = self.stats.transform_clock();
         let out = match transform {
-            ItemTransform::Python(f) => {
-                crate::worker::for_item(index, || f.bind(py).call1((index, sample)))
-                    .map_err(|e| no_stop_iteration(py, e, "the transform"))
-            }
+            ItemTransform::Python(f) => f
+                .bind(py)
+                .call1((index, sample))
+                .map_err(|e| no_stop_iteration(py, e, "the transform")),
             ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);

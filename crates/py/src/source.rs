@@ -17,6 +17,7 @@ use crate::errors::no_stop_iteration;
 use crate::gc::only;
 use crate::pipeline::{Loaded, Pipeline};
 use crate::run::Skipper;
+use crate::worker::Slot;
 
 /// The Python callables of one loader.
 pub struct Calls {
@@ -46,9 +47,16 @@ impl Calls {
 
     /// `__getitem__(index)` then the transform; `timed`: the fetch's latency is recorded (the
     /// first item of each batch: a clock read per item would cost more than a trivial item).
-    fn item<'py>(&self, py: Python<'py>, index: u64, timed: bool) -> PyResult<Bound<'py, PyAny>> {
+    fn item<'py>(
+        &self,
+        py: Python<'py>,
+        slot: &Slot<'_>,
+        index: u64,
+        timed: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        slot.set(index);
         let started = timed.then(Instant::now);
-        let sample = crate::worker::for_item(index, || self.getitem.bind(py).call1((index,)));
+        let sample = self.getitem.bind(py).call1((index,));
         self.pipeline.stats.fetch_took(started);
         let sample = sample.map_err(|e| no_stop_iteration(py, e, "__getitem__"))?;
         self.check_not_coroutine(&sample, "__getitem__")?;
@@ -60,11 +68,12 @@ impl Calls {
     fn item_or_skip<'py>(
         &self,
         py: Python<'py>,
+        slot: &Slot<'_>,
         epoch: usize,
         index: u64,
         timed: bool,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.item(py, index, timed) {
+        match self.item(py, slot, index, timed) {
             Ok(x) => Ok(Some(x)),
             Err(e) if self.skipper.enabled() => {
                 self.skipper.skip(py, epoch, index, &e).map(|()| None)
@@ -80,6 +89,7 @@ impl Calls {
     fn batch(
         &self,
         py: Python<'_>,
+        slot: &Slot<'_>,
         indices: &[u64],
         ctx: &BatchCtx,
     ) -> Result<Loaded, LoadError<PyErr>> {
@@ -98,7 +108,7 @@ impl Calls {
             }
         };
         if self.skipper.enabled() {
-            if let Some(Ok(list)) = self.getitems_list(py, indices) {
+            if let Some(Ok(list)) = self.getitems_list(py, slot, indices) {
                 return Ok(self
                     .pipeline
                     .collate_attached(py, list, indices)
@@ -108,16 +118,17 @@ impl Calls {
             let mut kept = Vec::with_capacity(indices.len());
             for (pos, &i) in indices.iter().enumerate() {
                 go_on()?;
-                if let Some(x) = self.item_or_skip(py, epoch, i, pos == 0)? {
+                if let Some(x) = self.item_or_skip(py, slot, epoch, i, pos == 0)? {
                     list.append(x)?;
                     kept.push(i);
                 }
             }
             let items = kept.len();
+            slot.clear();
             let batch = self.pipeline.collate_attached(py, list, &kept)?;
             return Ok(Loaded { batch, items });
         }
-        let list = match self.getitems_list(py, indices) {
+        let list = match self.getitems_list(py, slot, indices) {
             Some(list) => list?,
             None => {
                 // Collected first, then made into a list of the exact size at once (appending
@@ -125,12 +136,13 @@ impl Calls {
                 let mut items = Vec::with_capacity(indices.len());
                 for (pos, &i) in indices.iter().enumerate() {
                     go_on()?;
-                    items.push(self.item(py, i, pos == 0)?);
+                    items.push(self.item(py, slot, i, pos == 0)?);
                 }
                 PyList::new(py, items)?
             }
         };
         go_on()?;
+        slot.clear();
         Ok(self
             .pipeline
             .collate_attached(py, list, indices)
@@ -141,6 +153,7 @@ impl Calls {
     fn getitems_list<'py>(
         &self,
         py: Python<'py>,
+        slot: &Slot<'_>,
         indices: &[u64],
     ) -> Option<PyResult<Bound<'py, PyList>>> {
         let getitems = self.getitems.as_ref()?;
@@ -156,6 +169,7 @@ impl Calls {
                     return Err(wrong_count(indices.len(), pos + 1, true));
                 }
                 self.check_not_coroutine(&sample, "__getitems__")?;
+                slot.set(indices[pos]);
                 items.push(self.pipeline.transform_attached(py, indices[pos], sample)?);
             }
             if items.len() != indices.len() {
@@ -213,10 +227,12 @@ impl Source for PySource {
             let items = ctx.map_items(indices, move |i| {
                 let _fetching = calls.pipeline.stats.fetching();
                 crate::worker::scope(&calls.pipeline.info, worker, epoch, Some(i), || {
-                    crate::attach::attach(|py| {
-                        calls
-                            .item_or_skip(py, epoch_id, i, Some(i) == first)
-                            .map(|x| x.map(Bound::unbind))
+                    crate::worker::with_slot(|slot| {
+                        crate::attach::attach(|py| {
+                            calls
+                                .item_or_skip(py, slot, epoch_id, i, Some(i) == first)
+                                .map(|x| x.map(Bound::unbind))
+                        })
                     })
                 })
             })?;
@@ -233,7 +249,9 @@ impl Source for PySource {
             })
             .map_err(LoadError::Source);
         }
-        crate::attach::attach(|py| self.calls.batch(py, indices, ctx))
+        crate::worker::with_slot(|slot| {
+            crate::attach::attach(|py| self.calls.batch(py, slot, indices, ctx))
+        })
     }
 
     /// A worker keeps the interpreter across the batches it can load back to back: under the

@@ -45,21 +45,25 @@ impl ItemInfo {
     }
 }
 
-/// Where the current thread is in a loader's work.
+/// Where the current thread is in a loader's work (set per batch).
 #[derive(Clone, Copy)]
 struct Current {
     info: *const ItemInfo,
     worker: Option<usize>,
     epoch: u64,
-    index: Option<u64>,
+    /// The item being loaded: a cell on the stack of the enclosing [`scope`].
+    index: *const Cell<u64>,
 }
 
 const OUTSIDE: Current = Current {
     info: ptr::null(),
     worker: None,
     epoch: 0,
-    index: None,
+    index: ptr::null(),
 };
+
+/// The index of [`Slot`] when no item is being loaded.
+const NO_ITEM: u64 = u64::MAX;
 
 thread_local! {
     static CURRENT: Cell<Current> = const { Cell::new(OUTSIDE) };
@@ -83,13 +87,14 @@ pub fn scope<R>(
     index: Option<u64>,
     f: impl FnOnce() -> R,
 ) -> R {
+    let slot = Cell::new(index.unwrap_or(NO_ITEM));
     let now = Current {
         info: ptr::from_ref(info),
         worker,
         epoch,
-        index,
+        index: ptr::from_ref(&slot),
     };
-    let _restore = CURRENT.try_with(|c| Restore(c.replace(now)));
+    let _restore = Restore(CURRENT.try_with(|c| c.replace(now)).unwrap_or(OUTSIDE));
     f()
 }
 
@@ -102,17 +107,36 @@ pub fn current_at() -> (Option<usize>, u64) {
         .map_or((None, 0), |c| (c.worker, c.epoch))
 }
 
-/// Runs `f` for item `index` of the batch the thread is loading (inside a [`scope`]).
-pub fn for_item<R>(index: u64, f: impl FnOnce() -> R) -> R {
-    let Ok(mut now) = CURRENT.try_with(Cell::get) else {
-        return f();
-    };
-    if now.info.is_null() {
-        return f();
+/// Where a batch writes the index of the item it loads: found once per batch, then written
+/// with a plain store per item (a thread-local look-up per item costs a call in a shared
+/// library, which a trivial `__getitem__` notices).
+pub struct Slot<'a>(Option<&'a Cell<u64>>);
+
+impl Slot<'_> {
+    /// Item `index` is being loaded now.
+    #[inline]
+    pub fn set(&self, index: u64) {
+        if let Some(cell) = self.0 {
+            cell.set(index);
+        }
     }
-    now.index = Some(index);
-    let _restore = CURRENT.try_with(|c| Restore(c.replace(now)));
-    f()
+
+    /// No item is being loaded (the batch is being collated).
+    #[inline]
+    pub fn clear(&self) {
+        self.set(NO_ITEM);
+    }
+}
+
+/// Runs `f` with the [`Slot`] of the enclosing [`scope`] (one that writes nowhere outside one).
+pub fn with_slot<R>(f: impl FnOnce(&Slot<'_>) -> R) -> R {
+    let cell = CURRENT.try_with(|c| c.get().index).unwrap_or(ptr::null());
+    // SAFETY: a non-null `index` was set by the enclosing `scope` from a cell on its stack; the
+    // scope restores the previous value (null outside any scope) before that cell goes away, and
+    // `f` runs inside it, so the reference does not outlive the cell. `Cell` is not `Sync`, and
+    // both the scope and `f` run on this thread.
+    let slot = Slot(unsafe { cell.as_ref() });
+    f(&slot)
 }
 
 /// SplitMix64's finalizer: a bijection that spreads every input bit over the output.
@@ -144,6 +168,10 @@ pub fn worker_state(py: Python<'_>) -> Option<(Py<PyAny>, Option<usize>, u64, u6
     if now.info.is_null() {
         return None;
     }
+    // SAFETY: as in `with_slot`: this runs on the thread whose scope set the cell, inside it.
+    let index = unsafe { now.index.as_ref() }
+        .map(Cell::get)
+        .filter(|&i| i != NO_ITEM);
     // SAFETY: `info` was set by `scope` from a reference that outlives the scope (the loader's
     // `ItemInfo`, held by the pipeline that runs the user code calling this), and `Restore`
     // clears it when the scope ends, so while it is non-null here it points to a live value.
@@ -155,7 +183,7 @@ pub fn worker_state(py: Python<'_>) -> Option<(Py<PyAny>, Option<usize>, u64, u6
         now.worker,
         now.epoch,
         worker_seed(*base, now.epoch, worker),
-        now.index.map(|i| item_seed(*base, now.epoch, i)),
+        index.map(|i| item_seed(*base, now.epoch, i)),
     ))
 }
 

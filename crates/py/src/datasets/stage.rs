@@ -35,7 +35,7 @@ struct PerPid {
 impl Workers {
     fn get(&self) -> PerPid {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let pid = std::process::id();
+        let pid = dlrs_core::pid::current();
         match &*state {
             Some(current) if current.pid == pid => current.clone(),
             _ => {
@@ -60,7 +60,7 @@ impl Drop for Workers {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
         if let Some(current) = state.take() {
-            if current.pid == std::process::id() {
+            if current.pid == dlrs_core::pid::current() {
                 current.pool.shutdown();
             } else {
                 std::mem::forget(current);
