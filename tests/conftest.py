@@ -38,6 +38,22 @@ class Range(PyDataset[int]):
         return index
 
 
+class Flaky(PyDataset):
+    """Items are their index, but those in ``bad`` raise ValueError."""
+
+    def __init__(self, n, bad):
+        super().__init__()
+        self.n, self.bad = n, set(bad)
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i in self.bad:
+            raise ValueError(f"bad sample {i}")
+        return i
+
+
 @pytest.fixture
 def no_thread_leak():
     """Fails a test that leaves Python threads running (worker threads are Rust threads and are

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader_rs import PyDataloader, PyDataset, TooManyFailures
+from dataloader_rs import PyDataloader, TooManyFailures
 
-from conftest import Range
+from conftest import Flaky, Range
 
 
 def flat(batches):
@@ -175,20 +175,6 @@ def test_load_state_dict_refuses_a_different_configuration():
 
 
 # --- skipping bad samples -------------------------------------------------------------------
-
-
-class Flaky(PyDataset):
-    def __init__(self, n, bad):
-        super().__init__()
-        self.n, self.bad = n, set(bad)
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i in self.bad:
-            raise ValueError(f"bad sample {i}")
-        return i
 
 
 @pytest.mark.parametrize(("workers", "k"), [(0, 1), (2, 1), (2, 3)])

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from dataloader_rs import FileDataset, HttpDataset, PyAsyncDataset, PyDataloader, PyDataset
+from dataloader_rs import FileDataset, HttpDataset, PyAsyncDataset, PyDataloader
 
-from conftest import Range, wait_until
+from conftest import Flaky, Range, wait_until
 from servers.http import item_body
 
 pytestmark = pytest.mark.timeout(60)
@@ -68,20 +68,6 @@ def test_items_delivered_after_a_break_count_what_the_consumer_got(workers):
     s = loader.stats()
     assert s["items_delivered"] == 30  # the batches prefetched and dropped are not counted
     assert s["items"] == 30
-
-
-class Flaky(PyDataset):
-    def __init__(self, n, bad):
-        super().__init__()
-        self.n, self.bad = n, set(bad)
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i in self.bad:
-            raise ValueError(f"bad sample {i}")
-        return i
 
 
 @pytest.mark.parametrize(("workers", "k"), [(0, 1), (2, 1), (2, 3)])

@@ -237,15 +237,22 @@ fn human_sizes() {
     assert_eq!(strip_location("other", "/a"), "other");
 }
 
+/// A server, and a temporary directory with an `out` directory and a directory `outside` it.
+#[cfg(unix)]
+fn out_and_outside(name: &str) -> (LoopbackServer, TempDir, PathBuf, PathBuf) {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new(name);
+    let (out, outside) = (dir.0.join("out"), dir.0.join("outside"));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    (server, dir, out, outside)
+}
+
 #[cfg(unix)]
 #[test]
 fn links_planted_in_out_are_not_followed() {
     use std::os::unix::fs::symlink;
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("links");
-    let (out, outside) = (dir.0.join("out"), dir.0.join("outside"));
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
+    let (server, _dir, out, outside) = out_and_outside("links");
     for victim in ["part", "final"] {
         std::fs::write(outside.join(victim), "precious").unwrap();
     }
@@ -271,11 +278,8 @@ fn links_planted_in_out_are_not_followed() {
 #[test]
 fn a_symlinked_subdirectory_in_out_is_refused() {
     use std::os::unix::fs::symlink;
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("linked-dir");
-    let (out, outside) = (dir.0.join("out"), dir.0.join("outside"));
+    let (server, _dir, out, outside) = out_and_outside("linked-dir");
     std::fs::create_dir_all(out.join("real")).unwrap();
-    std::fs::create_dir_all(&outside).unwrap();
     symlink(&outside, out.join("sub")).unwrap();
     symlink(&outside, out.join("real/deeper")).unwrap();
     let template = format!("{}/item/{{index}}", server.base_url());
