@@ -66,36 +66,39 @@ impl Drop for Deliver {
     }
 }
 
+impl Deliver {
+    /// Calls `f` on the start slot of item `pos` (of every item, for `None`), under its lock.
+    fn each_start(&self, pos: Option<usize>, mut f: impl FnMut(&mut Option<Option<Instant>>)) {
+        let mut starts = self
+            .starts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
+        for slot in starts.get_mut(range).into_iter().flatten() {
+            f(slot);
+        }
+    }
+}
+
 #[pymethods]
 impl Deliver {
     /// Item `pos` (every item of the batch, for `None`: `__getitems__`) is being fetched.
     fn started(&self, pos: Option<usize>) {
         let clock = self.stats.fetch_clock();
-        let mut starts = self
-            .starts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
-        for slot in starts.get_mut(range).into_iter().flatten() {
+        self.each_start(pos, |slot| {
             if slot.replace(clock).is_none() {
                 self.stats.started();
             }
-        }
+        });
     }
 
     /// Returns whether the batch goes on after a failed item (it may be skipped).
     fn __call__(&self, pos: Option<usize>, value: Bound<'_, PyAny>, failed: bool) -> bool {
-        let mut starts = self
-            .starts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let range = pos.map_or(0..starts.len(), |p| p..p + 1);
-        for slot in starts.get_mut(range).into_iter().flatten() {
+        self.each_start(pos, |slot| {
             if let Some(clock) = slot.take() {
                 self.stats.fetched(clock);
             }
-        }
-        drop(starts);
+        });
         let result = if failed {
             // The exception object itself: it reaches the consumer with its type and identity.
             Err(PyErr::from_value(value))
