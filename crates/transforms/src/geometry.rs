@@ -235,6 +235,28 @@ fn apply_window(
     Ok(Image::from_parts(win.height, win.width, c, layout, pixels))
 }
 
+/// A width and a height, named so neither can take the other's place: the transforms' own
+/// argument orders differ (`PadTo::new(width, height, ..)`, `Crop::new(top, left, height,
+/// width)`, after the torchvision functions they follow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Size {
+    /// Pixels across.
+    pub width: usize,
+    /// Pixels down.
+    pub height: usize,
+}
+
+impl Size {
+    /// `side × side`.
+    #[must_use]
+    pub fn square(side: usize) -> Size {
+        Size {
+            width: side,
+            height: side,
+        }
+    }
+}
+
 /// torchvision's `F.crop(top, left, height, width)`: the region may extend outside the image,
 /// where it is 0.
 #[derive(Debug, Clone)]
@@ -266,6 +288,23 @@ impl Crop {
             height,
             width,
         })
+    }
+
+    /// The region of `size` whose top-left corner is at row `top`, column `left`.
+    ///
+    /// # Errors
+    /// An offset beyond ±2^31 or an empty size.
+    pub fn with_size(top: i64, left: i64, size: Size) -> Result<Crop, Error> {
+        Crop::new(top, left, size.height, size.width)
+    }
+
+    /// The size of the crop.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
     }
 
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
@@ -314,6 +353,23 @@ impl CenterCrop {
             ));
         }
         Ok(CenterCrop { height, width })
+    }
+
+    /// A centre crop of `size`.
+    ///
+    /// # Errors
+    /// An empty size.
+    pub fn with_size(size: Size) -> Result<CenterCrop, Error> {
+        CenterCrop::new(size.height, size.width)
+    }
+
+    /// The size of the crop.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
     }
 
     fn offset(size: usize, crop: usize) -> i64 {
@@ -462,6 +518,23 @@ impl PadTo {
             fill,
             anchor,
         })
+    }
+
+    /// Pads up to at least `size`.
+    ///
+    /// # Errors
+    /// A side of 0 or above [`crate::MAX_SIDE`].
+    pub fn with_size(size: Size, fill: Fill, anchor: Anchor) -> Result<PadTo, Error> {
+        PadTo::new(size.width, size.height, fill, anchor)
+    }
+
+    /// The least size of the output.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
     }
 
     pub fn pad(&self, im: Image) -> Result<Image, Error> {
@@ -648,6 +721,43 @@ mod tests {
     /// A 3x4 grey image with values 1..=12, row by row.
     fn grid() -> Image {
         u8img(3, 4, 1, (1..=12).collect())
+    }
+
+    #[test]
+    fn a_named_size_means_the_same_crop_and_padding_as_the_positional_arguments() {
+        // 1 row down, 3 columns across: a swapped width and height would differ.
+        let size = Size {
+            width: 3,
+            height: 1,
+        };
+        let crop = Crop::with_size(1, 0, size).unwrap();
+        assert_eq!(crop.size(), size);
+        let im = crop.crop(grid()).unwrap();
+        assert_eq!((im.height(), im.width()), (1, 3));
+        assert_eq!(
+            values(&im),
+            values(&Crop::new(1, 0, 1, 3).unwrap().crop(grid()).unwrap())
+        );
+        let centre = CenterCrop::with_size(size).unwrap();
+        assert_eq!(centre.size(), size);
+        let im = centre.crop(grid()).unwrap();
+        assert_eq!((im.height(), im.width()), (1, 3));
+        let wide = Size {
+            width: 6,
+            height: 3,
+        };
+        let pad = PadTo::with_size(wide, Fill::default(), Anchor::TopLeft).unwrap();
+        assert_eq!(pad.size(), wide);
+        let im = pad.pad(grid()).unwrap();
+        assert_eq!((im.height(), im.width()), (3, 6));
+        assert!(Crop::with_size(0, 0, Size::square(0)).is_err());
+        assert_eq!(
+            crate::ResizeSize::from(size),
+            crate::ResizeSize::Exact {
+                height: 1,
+                width: 3
+            }
+        );
     }
 
     #[test]

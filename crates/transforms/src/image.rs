@@ -381,8 +381,12 @@ pub enum Item {
 }
 
 impl Item {
-    /// The image, or a `WrongInput` error naming `transform` when the item is still bytes.
-    pub(crate) fn into_image(self, transform: &'static str) -> Result<Image, Error> {
+    /// The image, for a transform that takes only decoded images: `transform` is its name,
+    /// which the error carries.
+    ///
+    /// # Errors
+    /// [`Error::WrongInput`] naming `transform` when the item is still encoded bytes.
+    pub fn into_image(self, transform: &'static str) -> Result<Image, Error> {
         match self {
             Item::Image(im) => Ok(im),
             Item::Bytes(b) => Err(Error::WrongInput {

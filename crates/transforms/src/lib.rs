@@ -21,7 +21,7 @@ pub use compose::Compose;
 pub use decode::{Decode, DecodeLimits, sniff_format};
 pub use error::{Error, Format};
 pub use geometry::{
-    Anchor, CenterCrop, Crop, Fill, HFlip, Pad, PadTo, Padding, PaddingMode, Rotate90, VFlip,
+    Anchor, CenterCrop, Crop, Fill, HFlip, Pad, PadTo, Padding, PaddingMode, Rotate90, Size, VFlip,
 };
 pub use image::{Dtype, Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 pub use resize::{Interpolation, Resize, ResizeSize};

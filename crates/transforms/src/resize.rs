@@ -45,6 +45,15 @@ pub enum ResizeSize {
     },
 }
 
+impl From<crate::Size> for ResizeSize {
+    fn from(size: crate::Size) -> ResizeSize {
+        ResizeSize::Exact {
+            height: size.height,
+            width: size.width,
+        }
+    }
+}
+
 /// torchvision's `Resize(size, interpolation="bilinear", max_size=None, antialias=True)` with
 /// Pillow's arithmetic.
 ///
