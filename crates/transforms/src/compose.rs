@@ -33,6 +33,8 @@ impl Compose {
         Compose::new(transforms)
     }
 
+    /// The pipeline of `transforms`, in order; runs of two or more per-value steps
+    /// (ToFloat, Normalize, ToChw) are fused into one pass over the pixels.
     pub fn new(transforms: Vec<Arc<dyn Transform>>) -> Compose {
         let mut stages = Vec::new();
         let mut i = 0;

@@ -30,7 +30,9 @@ impl Elem for f32 {
 /// The value of padded pixels: one for every channel, or one per channel.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fill {
+    /// The same value for every channel.
     Value(f64),
+    /// One value per channel (one value: every channel).
     PerChannel(Vec<f64>),
 }
 
@@ -268,6 +270,11 @@ pub struct Crop {
 }
 
 impl Crop {
+    /// torchvision's argument order: row `top`, column `left` of the top-left corner, then
+    /// `height` and `width` ([`Crop::with_size`] names the sides).
+    ///
+    /// # Errors
+    /// An offset beyond ±2^31 or a side of 0.
     pub fn new(top: i64, left: i64, height: usize, width: usize) -> Result<Crop, Error> {
         const FAR: u64 = 1 << 31;
         if top.unsigned_abs() > FAR || left.unsigned_abs() > FAR {
@@ -307,6 +314,10 @@ impl Crop {
         }
     }
 
+    /// The crop of `im`; pixels of the region outside it are 0.
+    ///
+    /// # Errors
+    /// The output would exceed the image limits.
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
         let win = Window {
             top: self.top,
@@ -380,6 +391,10 @@ impl CenterCrop {
         }
     }
 
+    /// The centre crop of `im`.
+    ///
+    /// # Errors
+    /// The output would exceed the image limits.
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
         let win = Window {
             top: Self::offset(im.height(), self.height),
@@ -402,12 +417,19 @@ impl Transform for CenterCrop {
 /// or four values (left, top, right, bottom).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Padding {
+    /// The same padding on every side.
     All(usize),
+    /// (left and right, top and bottom).
     Pair(usize, usize),
+    /// Each side on its own.
     Each {
+        /// Columns added on the left.
         left: usize,
+        /// Rows added on top.
         top: usize,
+        /// Columns added on the right.
         right: usize,
+        /// Rows added at the bottom.
         bottom: usize,
     },
 }
@@ -437,6 +459,10 @@ pub struct Pad {
 }
 
 impl Pad {
+    /// Padding of `padding` pixels made by `mode` (`fill` for [`PaddingMode::Constant`]).
+    ///
+    /// # Errors
+    /// A side's padding above [`crate::MAX_SIDE`].
     pub fn new(padding: Padding, fill: Fill, mode: PaddingMode) -> Result<Pad, Error> {
         let ltrb = padding.ltrb();
         if ltrb.iter().any(|&p| p > crate::MAX_SIDE) {
@@ -448,6 +474,10 @@ impl Pad {
         Ok(Pad { ltrb, fill, mode })
     }
 
+    /// `im` with the padding.
+    ///
+    /// # Errors
+    /// A fill that does not fit the image's channels or dtype, or an output beyond the limits.
     pub fn pad(&self, im: Image) -> Result<Image, Error> {
         let [l, t, r, b] = self.ltrb;
         let win = Window {
@@ -502,6 +532,11 @@ pub struct PadTo {
 }
 
 impl PadTo {
+    /// Pads up to at least `width × height` (width first, unlike [`Crop::new`];
+    /// [`PadTo::with_size`] names the sides).
+    ///
+    /// # Errors
+    /// A side of 0 or above [`crate::MAX_SIDE`].
     pub fn new(width: usize, height: usize, fill: Fill, anchor: Anchor) -> Result<PadTo, Error> {
         if width == 0 || height == 0 || width > crate::MAX_SIDE || height > crate::MAX_SIDE {
             return Err(Error::arg(
@@ -537,6 +572,10 @@ impl PadTo {
         }
     }
 
+    /// `im` padded up to the size; an image already as large is returned as it is.
+    ///
+    /// # Errors
+    /// A fill that does not fit the image's channels or dtype, or an output beyond the limits.
     pub fn pad(&self, im: Image) -> Result<Image, Error> {
         let (dh, dw) = (
             self.height.saturating_sub(im.height()),
@@ -645,12 +684,14 @@ fn copy_row<T: Copy>(src: &[T], dst: &mut [T], _px: usize) {
 }
 
 impl HFlip {
+    /// `im` mirrored left to right.
     pub fn flip(&self, im: Image) -> Image {
         map_rows(im, reverse_pixels::<u8>, reverse_pixels::<f32>, false)
     }
 }
 
 impl VFlip {
+    /// `im` mirrored top to bottom.
     pub fn flip(&self, im: Image) -> Image {
         map_rows(im, copy_row::<u8>, copy_row::<f32>, true)
     }
@@ -681,10 +722,12 @@ impl Default for Rotate90 {
 }
 
 impl Rotate90 {
+    /// `k` quarter turns counter-clockwise (negative: clockwise).
     pub fn new(k: i64) -> Rotate90 {
         Rotate90 { k }
     }
 
+    /// `im` turned.
     pub fn rotate(&self, im: Image) -> Image {
         let (h, w) = (im.height(), im.width());
         match self.k.rem_euclid(4) {
