@@ -6,7 +6,7 @@
 //!
 //! - [`args`]: the command line (clap), its help and examples.
 //! - [`prefetch`]: `dlrs prefetch`: templated items fetched into files, resumable.
-//! - [`bench`]: `dlrs bench`: loader overhead, files, images and HTTP workloads through the core.
+//! - [`bench`](mod@bench): `dlrs bench`: loader overhead, files, images and HTTP workloads through the core.
 //! - [`parity`]: `dlrs parity`: transform chains in Rust against Pillow/NumPy in a Python.
 //! - [`server`]: the loopback HTTP server with latency that `bench http` (and tests) start, and
 //!   `dlrs serve`, which runs it in a process of its own (the server of the Python benchmarks).

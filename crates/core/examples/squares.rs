@@ -1,7 +1,7 @@
 //! The core from Rust, without Python: a source of squares, loaded in shuffled batches by two
 //! worker threads. Run with `cargo run -p dlrs-core --example squares`.
 
-use dlrs_core::{BatchCtx, Config, LoadError, Loader, Recv, Shuffle, Source};
+use dlrs_core::{BatchCtx, Config, LoadError, Loader, Shuffle, Source};
 
 /// Item `i` is `i²`; a batch is the vector of its items.
 struct Squares;
@@ -25,8 +25,8 @@ fn main() {
     let loader = Loader::new(Squares, config).expect("a valid configuration");
     let shuffle = Shuffle::seeded(0);
     for epoch in 0..2 {
-        let batches = loader.epoch(shuffle.order(10, epoch));
-        while let Recv::Batch(batch) = batches.recv(None) {
+        // A new order each time: the loader counts its epochs.
+        for batch in loader.shuffled_epoch(&shuffle, 10) {
             println!("epoch {epoch}: {:?}", batch.expect("squares never fail"));
         }
     }

@@ -41,6 +41,27 @@ impl<E> From<E> for LoadError<E> {
     }
 }
 
+impl<E: std::fmt::Display> std::fmt::Display for LoadError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Source(e) => write!(f, "loading a batch failed: {e}"),
+            Self::Panicked(message) => write!(f, "loading a batch panicked: {message}"),
+            Self::Cancelled => f.write_str("the epoch was abandoned while the batch was loading"),
+        }
+    }
+}
+
+/// The source's error is the [`source`](std::error::Error::source) of [`LoadError::Source`], so
+/// `?` into `Box<dyn Error>` or `anyhow` keeps it reachable for downcasting.
+impl<E: std::error::Error + 'static> std::error::Error for LoadError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Source(e) => Some(e),
+            Self::Panicked(_) | Self::Cancelled => None,
+        }
+    }
+}
+
 /// What [`Epoch::recv`] found.
 #[derive(Debug)]
 pub enum Recv<B, E> {
@@ -375,6 +396,52 @@ impl<S: Source> Epoch<S> {
     }
 }
 
+/// The batches in order, each waited for as long as it takes (`recv(None)`); ends after the
+/// last one. An error stands in its batch's place and the batch after it comes next.
+impl<S: Source> Iterator for &Epoch<S> {
+    type Item = Result<S::Batch, LoadError<S::Error>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            match self.recv(None) {
+                Recv::Batch(r) => return Some(r),
+                Recv::Finished => return None,
+                // Not answered without a timeout; asking again is still right.
+                Recv::Pending => {}
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Another thread may take batches from the same epoch: only the upper bound holds.
+        (0, usize::try_from(self.remaining()).ok())
+    }
+}
+
+impl<S: Source> std::iter::FusedIterator for &Epoch<S> {}
+
+/// An owned epoch iterates as [`&Epoch`](#impl-Iterator-for-%26Epoch%3CS%3E) does; the epoch is
+/// abandoned when the iterator is dropped.
+impl<S: Source> Iterator for Epoch<S> {
+    type Item = Result<S::Batch, LoadError<S::Error>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        (&*self).next()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        // Owned, so nothing else takes batches: the count is exact.
+        match usize::try_from(self.remaining()) {
+            Ok(n) => (n, Some(n)),
+            Err(_) => (usize::MAX, None),
+        }
+    }
+}
+
+impl<S: Source> ExactSizeIterator for Epoch<S> {}
+
+impl<S: Source> std::iter::FusedIterator for Epoch<S> {}
+
 impl<S: Source> Drop for Epoch<S> {
     fn drop(&mut self) {
         self.cancelled.set();
@@ -475,6 +542,96 @@ fn run_worker<S: Source>(
         });
         if over {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+    use crate::{Loader, Order};
+
+    #[derive(Debug, PartialEq)]
+    struct Odd(u64);
+
+    impl std::fmt::Display for Odd {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "index {} is odd", self.0)
+        }
+    }
+
+    impl std::error::Error for Odd {}
+
+    /// Batches are their indices; a batch starting at 3 fails.
+    struct Echo;
+
+    impl Source for Echo {
+        type Batch = Vec<u64>;
+        type Error = Odd;
+
+        fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<Vec<u64>, LoadError<Odd>> {
+            match indices.first() {
+                Some(3) => Err(LoadError::Source(Odd(3))),
+                _ => Ok(indices.to_vec()),
+            }
+        }
+    }
+
+    fn loader(num_workers: usize) -> Loader<Echo> {
+        let config = Config {
+            batch_size: 3,
+            num_workers,
+            ..Config::default()
+        };
+        Loader::new(Echo, config).unwrap()
+    }
+
+    #[test]
+    fn load_error_displays_and_chains_the_source_error() {
+        let e: LoadError<Odd> = LoadError::Source(Odd(3));
+        assert_eq!(e.to_string(), "loading a batch failed: index 3 is odd");
+        let inner = e.source().expect("the source error");
+        assert_eq!(inner.downcast_ref::<Odd>(), Some(&Odd(3)));
+        let panicked = LoadError::<Odd>::Panicked("boom".into());
+        assert_eq!(panicked.to_string(), "loading a batch panicked: boom");
+        assert!(panicked.source().is_none());
+        assert!(LoadError::<Odd>::Cancelled.source().is_none());
+    }
+
+    #[test]
+    fn load_error_goes_into_box_dyn_error_with_question_mark() {
+        fn first(epoch: &Epoch<Echo>) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+            let mut batches = epoch;
+            let _ = batches.next().expect("batch 0")?;
+            Ok(batches.next().expect("batch 1")?)
+        }
+        let loader = loader(0);
+        let e = first(&loader.epoch(Order::Sequential { len: 9 })).unwrap_err();
+        let e = e.downcast::<LoadError<Odd>>().expect("a LoadError");
+        assert_eq!(*e, LoadError::Source(Odd(3)));
+    }
+
+    #[test]
+    fn an_epoch_iterates_its_batches_in_order_with_errors_in_place() {
+        for num_workers in [0, 2] {
+            let loader = loader(num_workers);
+            let epoch = loader.epoch(Order::Sequential { len: 8 });
+            assert_eq!(Iterator::size_hint(&&epoch), (0, Some(3)));
+            let got: Vec<_> = (&epoch).collect();
+            assert_eq!(
+                got,
+                [
+                    Ok(vec![0, 1, 2]),
+                    Err(LoadError::Source(Odd(3))),
+                    Ok(vec![6, 7])
+                ]
+            );
+            assert_eq!((&epoch).next(), None, "fused");
+            let owned = loader.epoch(Order::Sequential { len: 7 });
+            assert_eq!(owned.len(), 3);
+            assert_eq!(owned.filter_map(Result::ok).flatten().count(), 4);
         }
     }
 }

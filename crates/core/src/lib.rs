@@ -16,6 +16,47 @@
 //! - [`per_process`]: a value built once per process and built again in a forked child.
 //! - [`pid`]: the process id, read once per process (a forked child reads its own).
 //! - [`stats`]: live counters (batches, items, consumer wait, load latency quantiles).
+//!
+//! Getting started: a source whose item `i` is `i²`, loaded by two workers in shuffled batches
+//! of 4. An epoch is an iterator of `Result`s (each batch waited for), and a [`LoadError`] is a
+//! [`std::error::Error`] when the source's error is one, so `?` takes it.
+//!
+//! ```
+//! use dlrs_core::{BatchCtx, Config, LoadError, Loader, Shuffle, Source};
+//!
+//! struct Squares;
+//!
+//! impl Source for Squares {
+//!     type Batch = Vec<u64>;
+//!     type Error = std::io::Error;
+//!
+//!     fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<Vec<u64>, LoadError<Self::Error>> {
+//!         Ok(indices.iter().map(|i| i * i).collect())
+//!     }
+//! }
+//!
+//! let config = Config { batch_size: 4, num_workers: 2, ..Config::default() };
+//! let loader = Loader::new(Squares, config)?;
+//! let shuffle = Shuffle::seeded(0);
+//! let mut epochs = Vec::new();
+//! for _ in 0..2 {
+//!     // Each call is the next epoch, in a new order.
+//!     let mut seen = Vec::new();
+//!     for batch in loader.shuffled_epoch(&shuffle, 10) {
+//!         let batch = batch?;
+//!         assert!(batch.len() <= 4);
+//!         seen.extend(batch);
+//!     }
+//!     epochs.push(seen.clone());
+//!     seen.sort_unstable();
+//!     assert_eq!(seen, (0..10).map(|i| i * i).collect::<Vec<_>>());
+//! }
+//! assert_ne!(epochs[0], epochs[1]);
+//! assert_eq!(loader.next_epoch_number(), 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![warn(missing_docs)]
 
 pub mod epoch;
 pub mod error;

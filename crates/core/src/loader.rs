@@ -8,7 +8,7 @@ use crate::epoch::Epoch;
 use crate::error::Error;
 use crate::plan::EpochPlan;
 use crate::pool::{Lot, Pool};
-use crate::sampler::Order;
+use crate::sampler::{Order, Shuffle};
 use crate::source::Source;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::sync::lock;
@@ -160,6 +160,14 @@ impl<S: Source> Loader<S> {
         self.epochs.store(epoch, Ordering::Relaxed);
     }
 
+    /// Starts the next shuffled epoch over `len` items: claims the next epoch number
+    /// ([`Self::advance_epoch`]), so each call gives a new order, and numbers the epoch with it
+    /// ([`crate::BatchCtx::epoch_number`]). Two loaders with the same seed give the same epochs.
+    pub fn shuffled_epoch(&self, shuffle: &Shuffle, len: u64) -> Epoch<S> {
+        let number = self.advance_epoch();
+        self.epoch_numbered(shuffle.order(len, number), 0, number)
+    }
+
     /// Starts an epoch over `order`. Workers start loading at once; in a forked child, the
     /// pool is rebuilt first.
     pub fn epoch(&self, order: Order) -> Epoch<S> {
@@ -204,5 +212,53 @@ impl<S: Source> Loader<S> {
 impl<S: Source> Drop for Loader<S> {
     fn drop(&mut self) {
         lock(&self.pool).shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epoch::LoadError;
+    use crate::source::BatchCtx;
+
+    /// A batch is its indices and the epoch number it was loaded for.
+    struct Tagged;
+
+    impl Source for Tagged {
+        type Batch = (u64, Vec<u64>);
+        type Error = String;
+
+        fn load_batch(
+            &self,
+            indices: &[u64],
+            ctx: &BatchCtx,
+        ) -> Result<Self::Batch, LoadError<String>> {
+            Ok((ctx.epoch_number(), indices.to_vec()))
+        }
+    }
+
+    #[test]
+    fn shuffled_epoch_advances_the_counter_and_matches_the_order_by_hand() {
+        let config = Config {
+            batch_size: 4,
+            ..Config::default()
+        };
+        let loader = Loader::new(Tagged, config).unwrap();
+        let shuffle = Shuffle::seeded(7);
+        loader.set_next_epoch(5);
+        let mut orders = Vec::new();
+        for number in 5..8 {
+            let got: Vec<_> = loader
+                .shuffled_epoch(&shuffle, 10)
+                .map(Result::unwrap)
+                .collect();
+            assert!(got.iter().all(|(n, _)| *n == number));
+            let order: Vec<u64> = got.into_iter().flat_map(|(_, b)| b).collect();
+            let by_hand = shuffle.order(10, number);
+            assert_eq!(order, (0..10).map(|p| by_hand.get(p)).collect::<Vec<_>>());
+            orders.push(order);
+        }
+        assert_eq!(loader.next_epoch_number(), 8);
+        assert_ne!(orders[0], orders[1], "a new order each epoch");
     }
 }

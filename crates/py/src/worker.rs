@@ -7,7 +7,7 @@
 //! of the loader's base seed, the epoch and the item's index: a Python augmentation seeds its
 //! own generator from it, and a seeded run gives the same items whatever the thread count.
 //!
-//! The loader sets a thread-local [`Current`] around each batch and each item ([`scope`]);
+//! The loader sets a thread-local `Current` around each batch and each item ([`scope`]);
 //! reading it costs no lock and no reference count.
 
 use std::cell::Cell;

@@ -98,10 +98,12 @@ impl Collator {
         }
     }
 
+    /// The layout of the batches.
     pub fn layout(&self) -> BatchLayout {
         self.layout
     }
 
+    /// The dtype every image must have, when one was given.
     pub fn dtype(&self) -> Option<Dtype> {
         self.dtype
     }
@@ -246,10 +248,12 @@ impl Batch {
         self.shape
     }
 
+    /// Whether the images are channels first or last.
     pub fn layout(&self) -> BatchLayout {
         self.layout
     }
 
+    /// The type of the values.
     pub fn dtype(&self) -> Dtype {
         self.dtype
     }
@@ -259,6 +263,7 @@ impl Batch {
         self.shape[0]
     }
 
+    /// Whether the batch has no image.
     pub fn is_empty(&self) -> bool {
         self.shape[0] == 0
     }
@@ -275,12 +280,14 @@ impl Batch {
         self.nbytes
     }
 
+    /// The data, `nbytes` bytes in native order.
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: the buffer holds at least `nbytes` initialised bytes (checked by `take`'s
         // size); u8 has alignment 1; the shared borrow of `self` covers the slice.
         unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), self.nbytes) }
     }
 
+    /// The data, writable (to fill a batch in place).
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         let n = self.nbytes;
         &mut words_as_bytes_mut(&mut self.buf)[..n]

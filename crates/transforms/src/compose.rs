@@ -14,13 +14,27 @@ enum Stage {
 }
 
 /// torchvision's `Compose(transforms)`.
-#[derive(Debug)]
+///
+/// Built from shared steps ([`Compose::new`]), boxed ones (`From<Vec<Box<dyn Transform>>>`,
+/// [`FromIterator`]), or one step at a time ([`Compose::then`], from [`Compose::default`], the
+/// empty pipeline that returns its item unchanged).
+#[derive(Debug, Default)]
 pub struct Compose {
     transforms: Vec<Arc<dyn Transform>>,
     stages: Vec<Stage>,
 }
 
 impl Compose {
+    /// The pipeline with `step` appended.
+    #[must_use]
+    pub fn then(self, step: impl Transform + 'static) -> Compose {
+        let mut transforms = self.transforms;
+        transforms.push(Arc::new(step));
+        Compose::new(transforms)
+    }
+
+    /// The pipeline of `transforms`, in order; runs of two or more per-value steps
+    /// (ToFloat, Normalize, ToChw) are fused into one pass over the pixels.
     pub fn new(transforms: Vec<Arc<dyn Transform>>) -> Compose {
         let mut stages = Vec::new();
         let mut i = 0;
@@ -52,6 +66,18 @@ impl Compose {
     /// How many passes over the pixels `apply` makes (fused runs count once).
     pub fn passes(&self) -> usize {
         self.stages.len()
+    }
+}
+
+impl From<Vec<Box<dyn Transform>>> for Compose {
+    fn from(steps: Vec<Box<dyn Transform>>) -> Compose {
+        steps.into_iter().collect()
+    }
+}
+
+impl FromIterator<Box<dyn Transform>> for Compose {
+    fn from_iter<I: IntoIterator<Item = Box<dyn Transform>>>(steps: I) -> Compose {
+        Compose::new(steps.into_iter().map(Arc::from).collect())
     }
 }
 
@@ -124,6 +150,31 @@ mod tests {
         }
         assert_eq!(fused.apply(0, grey()).unwrap(), item);
         assert_eq!(fused.transforms().len(), 5);
+    }
+
+    #[test]
+    fn builds_without_an_arc_per_step() {
+        let norm = || Normalize::new(&[0.5], &[0.5]).unwrap();
+        let by_hand = Compose::new(vec![
+            Arc::new(ToFloat::default()),
+            Arc::new(norm()),
+            Arc::new(AddIndex),
+        ]);
+        let chained = Compose::default()
+            .then(ToFloat::default())
+            .then(norm())
+            .then(AddIndex);
+        let boxed = Compose::from(vec![
+            Box::new(ToFloat::default()) as Box<dyn Transform>,
+            Box::new(norm()),
+            Box::new(AddIndex),
+        ]);
+        for c in [&chained, &boxed] {
+            assert_eq!(c.passes(), by_hand.passes(), "the float steps are fused");
+            assert_eq!(c.transforms().len(), 3);
+            assert_eq!(c.apply(1, grey()), by_hand.apply(1, grey()));
+        }
+        assert_eq!(Compose::default().apply(0, grey()).unwrap(), grey());
     }
 
     #[test]

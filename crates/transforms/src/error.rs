@@ -5,10 +5,15 @@ use crate::image::Dtype;
 /// The image formats [`crate::Decode`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
+    /// Portable Network Graphics.
     Png,
+    /// JPEG (baseline and progressive).
     Jpeg,
+    /// WebP, lossy or lossless.
     WebP,
+    /// TIFF.
     Tiff,
+    /// Windows bitmap.
     Bmp,
 }
 
@@ -35,20 +40,29 @@ pub enum Error {
     /// A transform or collator was built (or called) with an argument it cannot use.
     #[error("{transform}: invalid argument: {reason}")]
     InvalidArgument {
+        /// The transform's name.
         transform: &'static str,
+        /// What is wrong with the argument.
         reason: String,
     },
     /// Raw pixels whose shape, channel count or length do not describe an image.
     #[error("invalid image: {reason}")]
-    InvalidImage { reason: String },
+    InvalidImage {
+        /// What is wrong with the pixels.
+        reason: String,
+    },
 
     // ----- limits -----
     /// The image's sides exceed the limits (checked from the header, before decoding).
     #[error("image of {width}x{height} pixels exceeds the limit of {max_width}x{max_height}")]
     TooLarge {
+        /// The image's width.
         width: u64,
+        /// The image's height.
         height: u64,
+        /// The largest width allowed.
         max_width: u64,
+        /// The largest height allowed.
         max_height: u64,
     },
     /// Decoding (or holding) the image would need more memory than allowed.
@@ -56,9 +70,13 @@ pub enum Error {
         "image of {width}x{height} pixels needs {bytes} bytes, above the limit of {max_alloc} bytes"
     )]
     AllocationTooLarge {
+        /// The image's width.
         width: u64,
+        /// The image's height.
         height: u64,
+        /// The bytes needed.
         bytes: u64,
+        /// The most bytes allowed.
         max_alloc: u64,
     },
 
@@ -67,23 +85,44 @@ pub enum Error {
     #[error(
         "unknown image format (first bytes: {magic:02x?}); supported: PNG, JPEG, WebP, TIFF, BMP"
     )]
-    UnknownFormat { magic: Vec<u8> },
+    UnknownFormat {
+        /// The first bytes of the data.
+        magic: Vec<u8>,
+    },
     /// The data is not a valid image of its format.
     #[error("corrupt {format} image: {reason}")]
-    Corrupt { format: Format, reason: String },
+    Corrupt {
+        /// The format the data claims.
+        format: Format,
+        /// What is wrong.
+        reason: String,
+    },
     /// The data ends before the image does.
     #[error("truncated {format} image: {reason}")]
-    Truncated { format: Format, reason: String },
+    Truncated {
+        /// The format the data claims.
+        format: Format,
+        /// Where it ends.
+        reason: String,
+    },
     /// A valid image using a feature this decoder does not implement.
     #[error("unsupported {format} image: {reason}")]
-    Unsupported { format: Format, reason: String },
+    Unsupported {
+        /// The format the data claims.
+        format: Format,
+        /// The feature.
+        reason: String,
+    },
 
     // ----- the input given to a transform -----
     /// A transform was given an item it does not take (for example Normalize before ToFloat).
     #[error("{transform} expects {expected}, got {got}")]
     WrongInput {
+        /// The transform's name.
         transform: &'static str,
+        /// What the transform takes.
         expected: &'static str,
+        /// What it was given.
         got: String,
     },
     /// An image of a batch does not have the size of the batch's first image.
@@ -92,6 +131,7 @@ pub enum Error {
         got[0], got[1], got[2], expected[0], expected[1], expected[2]
     )]
     ShapeMismatch {
+        /// The position of the image in the batch.
         index: usize,
         /// `[height, width, channels]` of the first image.
         expected: [usize; 3],
@@ -101,8 +141,11 @@ pub enum Error {
     /// An image of a batch does not have the collator's dtype (or the first image's).
     #[error("image {index} of the batch is {got}, expected {expected}")]
     DtypeMismatch {
+        /// The position of the image in the batch.
         index: usize,
+        /// The dtype the batch must have.
         expected: Dtype,
+        /// The image's dtype.
         got: Dtype,
     },
     /// A batch of no image has no shape.

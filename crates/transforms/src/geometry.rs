@@ -30,7 +30,9 @@ impl Elem for f32 {
 /// The value of padded pixels: one for every channel, or one per channel.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fill {
+    /// The same value for every channel.
     Value(f64),
+    /// One value per channel (one value: every channel).
     PerChannel(Vec<f64>),
 }
 
@@ -235,6 +237,28 @@ fn apply_window(
     Ok(Image::from_parts(win.height, win.width, c, layout, pixels))
 }
 
+/// A width and a height, named so neither can take the other's place: the transforms' own
+/// argument orders differ (`PadTo::new(width, height, ..)`, `Crop::new(top, left, height,
+/// width)`, after the torchvision functions they follow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Size {
+    /// Pixels across.
+    pub width: usize,
+    /// Pixels down.
+    pub height: usize,
+}
+
+impl Size {
+    /// `side × side`.
+    #[must_use]
+    pub fn square(side: usize) -> Size {
+        Size {
+            width: side,
+            height: side,
+        }
+    }
+}
+
 /// torchvision's `F.crop(top, left, height, width)`: the region may extend outside the image,
 /// where it is 0.
 #[derive(Debug, Clone)]
@@ -246,6 +270,11 @@ pub struct Crop {
 }
 
 impl Crop {
+    /// torchvision's argument order: row `top`, column `left` of the top-left corner, then
+    /// `height` and `width` ([`Crop::with_size`] names the sides).
+    ///
+    /// # Errors
+    /// An offset beyond ±2^31 or a side of 0.
     pub fn new(top: i64, left: i64, height: usize, width: usize) -> Result<Crop, Error> {
         const FAR: u64 = 1 << 31;
         if top.unsigned_abs() > FAR || left.unsigned_abs() > FAR {
@@ -268,6 +297,27 @@ impl Crop {
         })
     }
 
+    /// The region of `size` whose top-left corner is at row `top`, column `left`.
+    ///
+    /// # Errors
+    /// An offset beyond ±2^31 or an empty size.
+    pub fn with_size(top: i64, left: i64, size: Size) -> Result<Crop, Error> {
+        Crop::new(top, left, size.height, size.width)
+    }
+
+    /// The size of the crop.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
+    }
+
+    /// The crop of `im`; pixels of the region outside it are 0.
+    ///
+    /// # Errors
+    /// The output would exceed the image limits.
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
         let win = Window {
             top: self.top,
@@ -316,6 +366,23 @@ impl CenterCrop {
         Ok(CenterCrop { height, width })
     }
 
+    /// A centre crop of `size`.
+    ///
+    /// # Errors
+    /// An empty size.
+    pub fn with_size(size: Size) -> Result<CenterCrop, Error> {
+        CenterCrop::new(size.height, size.width)
+    }
+
+    /// The size of the crop.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
+    }
+
     fn offset(size: usize, crop: usize) -> i64 {
         if crop > size {
             -(((crop - size) / 2) as i64)
@@ -324,6 +391,10 @@ impl CenterCrop {
         }
     }
 
+    /// The centre crop of `im`.
+    ///
+    /// # Errors
+    /// The output would exceed the image limits.
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
         let win = Window {
             top: Self::offset(im.height(), self.height),
@@ -346,12 +417,19 @@ impl Transform for CenterCrop {
 /// or four values (left, top, right, bottom).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Padding {
+    /// The same padding on every side.
     All(usize),
+    /// (left and right, top and bottom).
     Pair(usize, usize),
+    /// Each side on its own.
     Each {
+        /// Columns added on the left.
         left: usize,
+        /// Rows added on top.
         top: usize,
+        /// Columns added on the right.
         right: usize,
+        /// Rows added at the bottom.
         bottom: usize,
     },
 }
@@ -381,6 +459,10 @@ pub struct Pad {
 }
 
 impl Pad {
+    /// Padding of `padding` pixels made by `mode` (`fill` for [`PaddingMode::Constant`]).
+    ///
+    /// # Errors
+    /// A side's padding above [`crate::MAX_SIDE`].
     pub fn new(padding: Padding, fill: Fill, mode: PaddingMode) -> Result<Pad, Error> {
         let ltrb = padding.ltrb();
         if ltrb.iter().any(|&p| p > crate::MAX_SIDE) {
@@ -392,6 +474,10 @@ impl Pad {
         Ok(Pad { ltrb, fill, mode })
     }
 
+    /// `im` with the padding.
+    ///
+    /// # Errors
+    /// A fill that does not fit the image's channels or dtype, or an output beyond the limits.
     pub fn pad(&self, im: Image) -> Result<Image, Error> {
         let [l, t, r, b] = self.ltrb;
         let win = Window {
@@ -446,6 +532,11 @@ pub struct PadTo {
 }
 
 impl PadTo {
+    /// Pads up to at least `width × height` (width first, unlike [`Crop::new`];
+    /// [`PadTo::with_size`] names the sides).
+    ///
+    /// # Errors
+    /// A side of 0 or above [`crate::MAX_SIDE`].
     pub fn new(width: usize, height: usize, fill: Fill, anchor: Anchor) -> Result<PadTo, Error> {
         if width == 0 || height == 0 || width > crate::MAX_SIDE || height > crate::MAX_SIDE {
             return Err(Error::arg(
@@ -464,6 +555,27 @@ impl PadTo {
         })
     }
 
+    /// Pads up to at least `size`.
+    ///
+    /// # Errors
+    /// A side of 0 or above [`crate::MAX_SIDE`].
+    pub fn with_size(size: Size, fill: Fill, anchor: Anchor) -> Result<PadTo, Error> {
+        PadTo::new(size.width, size.height, fill, anchor)
+    }
+
+    /// The least size of the output.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        Size {
+            width: self.width,
+            height: self.height,
+        }
+    }
+
+    /// `im` padded up to the size; an image already as large is returned as it is.
+    ///
+    /// # Errors
+    /// A fill that does not fit the image's channels or dtype, or an output beyond the limits.
     pub fn pad(&self, im: Image) -> Result<Image, Error> {
         let (dh, dw) = (
             self.height.saturating_sub(im.height()),
@@ -572,12 +684,14 @@ fn copy_row<T: Copy>(src: &[T], dst: &mut [T], _px: usize) {
 }
 
 impl HFlip {
+    /// `im` mirrored left to right.
     pub fn flip(&self, im: Image) -> Image {
         map_rows(im, reverse_pixels::<u8>, reverse_pixels::<f32>, false)
     }
 }
 
 impl VFlip {
+    /// `im` mirrored top to bottom.
     pub fn flip(&self, im: Image) -> Image {
         map_rows(im, copy_row::<u8>, copy_row::<f32>, true)
     }
@@ -608,10 +722,12 @@ impl Default for Rotate90 {
 }
 
 impl Rotate90 {
+    /// `k` quarter turns counter-clockwise (negative: clockwise).
     pub fn new(k: i64) -> Rotate90 {
         Rotate90 { k }
     }
 
+    /// `im` turned.
     pub fn rotate(&self, im: Image) -> Image {
         let (h, w) = (im.height(), im.width());
         match self.k.rem_euclid(4) {
@@ -648,6 +764,43 @@ mod tests {
     /// A 3x4 grey image with values 1..=12, row by row.
     fn grid() -> Image {
         u8img(3, 4, 1, (1..=12).collect())
+    }
+
+    #[test]
+    fn a_named_size_means_the_same_crop_and_padding_as_the_positional_arguments() {
+        // 1 row down, 3 columns across: a swapped width and height would differ.
+        let size = Size {
+            width: 3,
+            height: 1,
+        };
+        let crop = Crop::with_size(1, 0, size).unwrap();
+        assert_eq!(crop.size(), size);
+        let im = crop.crop(grid()).unwrap();
+        assert_eq!((im.height(), im.width()), (1, 3));
+        assert_eq!(
+            values(&im),
+            values(&Crop::new(1, 0, 1, 3).unwrap().crop(grid()).unwrap())
+        );
+        let centre = CenterCrop::with_size(size).unwrap();
+        assert_eq!(centre.size(), size);
+        let im = centre.crop(grid()).unwrap();
+        assert_eq!((im.height(), im.width()), (1, 3));
+        let wide = Size {
+            width: 6,
+            height: 3,
+        };
+        let pad = PadTo::with_size(wide, Fill::default(), Anchor::TopLeft).unwrap();
+        assert_eq!(pad.size(), wide);
+        let im = pad.pad(grid()).unwrap();
+        assert_eq!((im.height(), im.width()), (3, 6));
+        assert!(Crop::with_size(0, 0, Size::square(0)).is_err());
+        assert_eq!(
+            crate::ResizeSize::from(size),
+            crate::ResizeSize::Exact {
+                height: 1,
+                width: 3
+            }
+        );
     }
 
     #[test]

@@ -29,7 +29,9 @@ impl std::fmt::Display for Layout {
 /// The type of an image's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dtype {
+    /// 8-bit unsigned integers (what decoders make).
     U8,
+    /// 32-bit floats (after ToFloat).
     F32,
 }
 
@@ -60,7 +62,9 @@ impl std::fmt::Display for Dtype {
 /// An image's values, contiguous in the image's layout.
 #[derive(Clone, PartialEq)]
 pub enum Pixels {
+    /// uint8 values.
     U8(Vec<u8>),
+    /// float32 values.
     F32(Vec<f32>),
 }
 
@@ -74,6 +78,7 @@ impl std::fmt::Debug for Pixels {
 }
 
 impl Pixels {
+    /// The type of the values.
     pub fn dtype(&self) -> Dtype {
         match self {
             Pixels::U8(_) => Dtype::U8,
@@ -89,6 +94,7 @@ impl Pixels {
         }
     }
 
+    /// Whether there is no value.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -208,22 +214,27 @@ impl Image {
         }
     }
 
+    /// Rows.
     pub fn height(&self) -> usize {
         self.height
     }
 
+    /// Columns.
     pub fn width(&self) -> usize {
         self.width
     }
 
+    /// Values per pixel, 1 to 4.
     pub fn channels(&self) -> usize {
         self.channels
     }
 
+    /// Whether the channels come first or last.
     pub fn layout(&self) -> Layout {
         self.layout
     }
 
+    /// The type of the values.
     pub fn dtype(&self) -> Dtype {
         self.pixels.dtype()
     }
@@ -253,10 +264,12 @@ impl Image {
         }
     }
 
+    /// The values.
     pub fn pixels(&self) -> &Pixels {
         &self.pixels
     }
 
+    /// The values, without a copy.
     pub fn into_pixels(self) -> Pixels {
         self.pixels
     }
@@ -377,12 +390,17 @@ pub(crate) fn chw_to_hwc<T: Copy + Default>(src: &[T], plane: usize, c: usize) -
 pub enum Item {
     /// Encoded file content (PNG, JPEG, WebP, TIFF or BMP).
     Bytes(bytes::Bytes),
+    /// A decoded image.
     Image(Image),
 }
 
 impl Item {
-    /// The image, or a `WrongInput` error naming `transform` when the item is still bytes.
-    pub(crate) fn into_image(self, transform: &'static str) -> Result<Image, Error> {
+    /// The image, for a transform that takes only decoded images: `transform` is its name,
+    /// which the error carries.
+    ///
+    /// # Errors
+    /// [`Error::WrongInput`] naming `transform` when the item is still encoded bytes.
+    pub fn into_image(self, transform: &'static str) -> Result<Image, Error> {
         match self {
             Item::Image(im) => Ok(im),
             Item::Bytes(b) => Err(Error::WrongInput {

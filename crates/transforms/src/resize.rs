@@ -9,10 +9,14 @@ use crate::{Error, Transform};
 /// The resampling filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Interpolation {
+    /// The nearest pixel.
     Nearest,
     #[default]
+    /// Linear in both directions.
     Bilinear,
+    /// Cubic convolution (Pillow's `a = -0.5`).
     Bicubic,
+    /// Lanczos with 3 lobes.
     Lanczos3,
 }
 
@@ -39,10 +43,22 @@ impl std::str::FromStr for Interpolation {
 pub enum ResizeSize {
     /// The smaller edge becomes this long; the other keeps the aspect ratio (truncated).
     Shorter(usize),
+    /// Both sides.
     Exact {
+        /// Rows of the output.
         height: usize,
+        /// Columns of the output.
         width: usize,
     },
+}
+
+impl From<crate::Size> for ResizeSize {
+    fn from(size: crate::Size) -> ResizeSize {
+        ResizeSize::Exact {
+            height: size.height,
+            width: size.width,
+        }
+    }
 }
 
 /// torchvision's `Resize(size, interpolation="bilinear", max_size=None, antialias=True)` with
@@ -61,6 +77,11 @@ pub struct Resize {
 }
 
 impl Resize {
+    /// `size` with `interpolation`; `max_size` caps the longer edge of a [`ResizeSize::Shorter`]
+    /// resize; `antialias` widens the filter when downscaling.
+    ///
+    /// # Errors
+    /// A size of 0, or `max_size` with an exact size or not above the shorter edge.
     pub fn new(
         size: ResizeSize,
         interpolation: Interpolation,

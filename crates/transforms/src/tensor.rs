@@ -17,6 +17,7 @@ impl Default for ToFloat {
 }
 
 impl ToFloat {
+    /// uint8 to float32, divided by 255 when `scale`.
     pub fn new(scale: bool) -> ToFloat {
         ToFloat { scale }
     }

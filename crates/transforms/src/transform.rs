@@ -7,6 +7,10 @@ use crate::{Error, Item};
 /// `index` is the item's dataset index, as the sampler drew it; the built-in transforms ignore
 /// it, a user transform may use it (for example to seed an augmentation).
 pub trait Transform: Send + Sync + std::fmt::Debug {
+    /// Transforms `item`, the item of dataset index `index`.
+    ///
+    /// # Errors
+    /// An item the step cannot take, or one it fails on.
     fn apply(&self, index: u64, item: Item) -> Result<Item, Error>;
 
     /// The step's description when it is one of the per-value steps that [`crate::Compose`]
@@ -20,9 +24,17 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pointwise {
     /// uint8 to float32, divided by 255 when `scale`.
-    ToFloat { scale: bool },
+    ToFloat {
+        /// Divided by 255.
+        scale: bool,
+    },
     /// `(x - mean) / std` per channel, in float32.
-    Normalize { mean: Vec<f32>, std: Vec<f32> },
+    Normalize {
+        /// One mean per channel.
+        mean: Vec<f32>,
+        /// One standard deviation per channel.
+        std: Vec<f32>,
+    },
     /// Channels first.
     ToChw,
 }

@@ -19,7 +19,7 @@ pub struct DecodeLimits {
     /// The most bytes the decoded image may take (`width * height * channels`, uint8 with the
     /// channels `Decode` returns: CMYK counts 3, 16-bit samples 1 byte), the same rule for every
     /// format. A decoder's working buffers take at most twice that (16-bit samples, CMYK):
-    /// [`DecodeLimits::working_bytes`] is handed to the decoders that have a memory limit.
+    /// `DecodeLimits::working_bytes` is handed to the decoders that have a memory limit.
     pub max_alloc: usize,
 }
 
@@ -89,6 +89,7 @@ impl Decode {
         })
     }
 
+    /// The limits every image is checked against.
     pub fn limits(&self) -> DecodeLimits {
         self.limits
     }
