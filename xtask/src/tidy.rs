@@ -135,6 +135,29 @@ mod tests {
     }
 
     #[test]
+    fn io_names_no_python_exception() {
+        // dlrs-io classifies its errors by `ErrorKind`; only crates/py knows Python's names.
+        let mut files = Vec::new();
+        rust_files(&root().join("crates/io"), &mut files);
+        assert!(!files.is_empty());
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for needle in [
+                "PyKind",
+                "python_kind",
+                "ValueError",
+                "TypeError",
+                "IndexError",
+                "TimeoutError",
+                "RuntimeError",
+                "OSError",
+            ] {
+                assert!(!text.contains(needle), "{} names {needle}", f.display());
+            }
+        }
+    }
+
+    #[test]
     fn every_module_says_what_it_owns() {
         let mut files = Vec::new();
         for dir in ["crates", "xtask"] {

@@ -206,7 +206,7 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PyKind;
+    use crate::ErrorKind;
     use crate::runtime::Runtime;
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -286,13 +286,8 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: Some(2),
-                kind: Some(io::ErrorKind::NotFound)
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
+        assert_eq!(error.raw_os_error(), Some(2));
         assert!(
             error
                 .to_string()
@@ -338,7 +333,7 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert_eq!(error.python_kind(), PyKind::ValueError);
+        assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(fetch(&dataset, 1).unwrap().len(), 100);
     }
 
@@ -474,7 +469,7 @@ mod tests {
             matches!(&error, Error::Timeout { attempts: 2, .. }),
             "{error:?}"
         );
-        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(error.kind(), ErrorKind::TimedOut);
         // The two abandoned opens stay blocked on the blocking pool; dropping the runtime
         // does not wait for them, and the process exit ends them.
         drop(runtime);

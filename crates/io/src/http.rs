@@ -344,7 +344,7 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{Reply, TestServer};
-    use crate::{PyKind, template::Column};
+    use crate::{ErrorKind, template::Column};
     use futures::StreamExt;
 
     fn fast(retries: u32) -> HttpOptions {
@@ -598,13 +598,8 @@ mod tests {
                 server.base
             )
         );
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: None,
-                kind: None
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Http(404));
+        assert!(error.is_not_found());
         assert_eq!(server.hits("/private?token=SECRET"), 1);
         let headers = &server.request_headers()[0];
         assert!(
@@ -649,7 +644,7 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert_eq!(error.python_kind(), PyKind::ValueError);
+        assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(server.hits("/big"), 1, "not retried");
         let exact = HttpOptions {
             max_bytes: 1000,
@@ -708,7 +703,7 @@ mod tests {
             error.to_string(),
             format!("{}/slow: timed out (attempt 2 of 2)", server.base)
         );
-        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(error.kind(), ErrorKind::TimedOut);
         assert_eq!(server.hits("/slow?sig=SECRET"), 2);
     }
 
@@ -764,13 +759,7 @@ mod tests {
             HttpDataset::new(vec![format!("http://127.0.0.1:{port}/x")], fast(1)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(error, Error::Request { .. }), "{error:?}");
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: None,
-                kind: None
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Request);
     }
 
     #[test]
@@ -800,7 +789,7 @@ mod tests {
         );
         let error = fetch(&runtime, &dataset, 2).unwrap_err();
         assert!(matches!(error, Error::IndexOutOfRange { index: 2, len: 2 }));
-        assert_eq!(error.python_kind(), PyKind::IndexError);
+        assert_eq!(error.kind(), ErrorKind::IndexOutOfRange);
     }
 
     fn user_headers() -> HttpOptions {

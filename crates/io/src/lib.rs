@@ -4,7 +4,7 @@
 //! - [`Dataset`]: items as bytes, fetched by `Send + 'static` futures.
 //! - [`HttpDataset`], [`FileDataset`], [`ObjectStoreDataset`]: the datasets, each with a
 //!   `from_template` constructor ([`template`]).
-//! - [`Error`]: the one error type, with [`Error::python_kind`] for the bindings.
+//! - [`Error`]: the one error type, classified by [`Error::kind`] ([`ErrorKind`]).
 //!
 //! A caller on a plain thread fetches many items at once through [`Runtime::block_on`]:
 //!
@@ -43,7 +43,7 @@ mod tls;
 mod test_server;
 
 pub use dataset::{DEFAULT_MAX_BYTES, Dataset, fetch_many};
-pub use error::{Error, PyKind};
+pub use error::{Error, ErrorKind};
 pub use file::{FileDataset, FileOptions};
 pub use http::{HttpDataset, HttpOptions, RETRY_STATUSES};
 pub use object::{DEFAULT_OBJECT_TIMEOUT, ObjectStoreDataset, ObjectStoreOptions};

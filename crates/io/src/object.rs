@@ -577,7 +577,7 @@ fn attempts_in(message: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PyKind;
+    use crate::ErrorKind;
     use crate::runtime::Runtime;
     use crate::test_server::{Reply, TestServer};
     use object_store::memory::InMemory;
@@ -633,13 +633,8 @@ mod tests {
             missing.to_string().starts_with("InMemory/tiles/missing: "),
             "{missing}"
         );
-        assert_eq!(
-            missing.python_kind(),
-            PyKind::OSError {
-                errno: None,
-                kind: Some(io::ErrorKind::NotFound)
-            }
-        );
+        assert_eq!(missing.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
+        assert_eq!(missing.raw_os_error(), None);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
         assert!(
             matches!(
@@ -976,7 +971,7 @@ mod tests {
         let dataset = http_dataset(&server, &["slow"], Some(Duration::from_millis(100)), 10);
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(&error, Error::Timeout { .. }), "{error:?}");
-        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(error.kind(), ErrorKind::TimedOut);
     }
 
     #[test]
