@@ -106,6 +106,59 @@ mod tests {
         );
     }
 
+    #[test]
+    fn io_file_feature_builds_no_http_stack() {
+        // `cargo metadata` resolves every feature of the workspace: only `cargo tree` shows one
+        // package's closure under the features a user picks.
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "-e",
+                "normal",
+                "--no-default-features",
+                "-F",
+                "file",
+            ])
+            .args([
+                "-p",
+                "dlrs-io",
+                "--prefix",
+                "none",
+                "-f",
+                "{p}",
+                "--manifest-path",
+            ])
+            .arg(root().join("Cargo.toml"))
+            .output()
+            .expect("cargo tree runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tree = String::from_utf8(out.stdout).unwrap();
+        let names: BTreeSet<&str> = tree
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(
+            names.contains("dlrs-io") && names.contains("tokio"),
+            "{tree}"
+        );
+        for forbidden in [
+            "reqwest",
+            "object_store",
+            "rustls",
+            "hyper",
+            "webpki-root-certs",
+        ] {
+            assert!(
+                !names.contains(forbidden),
+                "dlrs-io with only `file` depends on {forbidden}"
+            );
+        }
+    }
+
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let p = entry.path();

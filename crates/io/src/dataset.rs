@@ -2,7 +2,9 @@
 
 use std::borrow::Cow;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+#[cfg(any(feature = "http", feature = "object-store"))]
+use bytes::BytesMut;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
@@ -58,6 +60,8 @@ pub async fn fetch_many(
 /// Where the items are: a list given whole, or a template rendered item by item.
 #[derive(Debug)]
 pub(crate) enum Locations {
+    // The file dataset keeps its list as paths.
+    #[cfg_attr(not(any(feature = "http", feature = "object-store")), allow(dead_code))]
     List(Vec<String>),
     Template(Template),
 }
@@ -88,6 +92,7 @@ impl Locations {
 
 /// A body being read under a `max_bytes` limit. A body that arrives in one chunk is kept as
 /// it is (no copy); later chunks are gathered into one buffer.
+#[cfg(any(feature = "http", feature = "object-store"))]
 pub(crate) struct Capped {
     first: Option<Bytes>,
     gathered: Option<BytesMut>,
@@ -96,6 +101,7 @@ pub(crate) struct Capped {
     expected: Option<u64>,
 }
 
+#[cfg(any(feature = "http", feature = "object-store"))]
 impl Capped {
     /// A body of `expected` bytes, if known (already checked against `limit`).
     pub(crate) fn new(limit: u64, expected: Option<u64>) -> Capped {
@@ -217,6 +223,7 @@ mod tests {
         assert!(!dataset.is_empty());
     }
 
+    #[cfg(any(feature = "http", feature = "object-store"))]
     #[test]
     fn capped_reads() {
         let mut body = Capped::new(5, Some(5));

@@ -148,6 +148,7 @@ impl Error {
     }
 
     /// An I/O error at `location` (a path or object location, redacted here).
+    #[cfg_attr(not(feature = "file"), allow(dead_code))]
     pub(crate) fn io(location: &str, source: io::Error) -> Error {
         Error::Io {
             location: redact_text(location),
@@ -162,6 +163,7 @@ impl Error {
 }
 
 /// `error` and its sources, joined by ": ".
+#[cfg(any(feature = "http", feature = "object-store"))]
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
@@ -183,14 +185,21 @@ fn describe_size(size: Option<u64>) -> String {
     }
 }
 
+#[cfg(any(feature = "http", feature = "object-store"))]
 fn reason(status: u16) -> String {
-    let reason = reqwest::StatusCode::from_u16(status)
+    let reason = http::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason());
     match reason {
         Some(reason) => format!(" {reason}"),
         None => String::new(),
     }
+}
+
+/// Without an HTTP client there are no HTTP errors to explain.
+#[cfg(not(any(feature = "http", feature = "object-store")))]
+fn reason(_status: u16) -> String {
+    String::new()
 }
 
 #[cfg(test)]
@@ -242,6 +251,8 @@ mod tests {
             "/x: timed out (attempt 2 of 2)",
             ErrorKind::TimedOut,
         );
+        // Only an HTTP client's build creates (and explains) HTTP statuses.
+        #[cfg(any(feature = "http", feature = "object-store"))]
         check(
             Error::Http {
                 status: 503,
