@@ -11,7 +11,7 @@
 //!
 //! ```
 //! # #[cfg(feature = "file")] {
-//! use dlrs_io::{Dataset, FileDataset, FileOptions, Runtime, fetch_many};
+//! use dlrs_io::{Dataset, FetchOptions, FileDataset, Runtime, fetch_many};
 //!
 //! let dir = std::env::temp_dir().join(format!("dlrs-io-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir)?;
@@ -19,7 +19,7 @@
 //!     std::fs::write(dir.join(format!("{i}.txt")), format!("item {i}"))?;
 //! }
 //! let template = format!("{}/{{index}}.txt", dir.display());
-//! let dataset = FileDataset::from_template(&template, vec![], Some(3), FileOptions::default())?;
+//! let dataset = FileDataset::from_template(&template, vec![], Some(3), FetchOptions::FILE)?;
 //! let runtime = Runtime::new(Some(1))?;
 //! let items = runtime.block_on(fetch_many(&dataset, &[2, 0], 8))?;
 //! assert_eq!(items[0].as_ref().unwrap(), &b"item 2"[..]);
@@ -49,10 +49,10 @@ mod tls;
 #[cfg(all(test, any(feature = "http", feature = "object-store")))]
 mod test_server;
 
-pub use dataset::{DEFAULT_MAX_BYTES, Dataset, fetch_many};
+pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
 pub use error::{Error, ErrorKind};
 #[cfg(feature = "file")]
-pub use file::{FileDataset, FileOptions};
+pub use file::FileDataset;
 #[cfg(feature = "http")]
 pub use http::{HttpDataset, HttpOptions, RETRY_STATUSES};
 #[cfg(feature = "object-store")]

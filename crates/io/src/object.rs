@@ -20,7 +20,7 @@ use object_store::{
     ObjectStoreScheme, RetryConfig,
 };
 
-use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::dataset::{Capped, Dataset, FetchOptions, Locations};
 use crate::error::{Error, chain};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::RetryOptions;
@@ -40,25 +40,19 @@ const RETRY_TIMEOUT: Duration = Duration::from_secs(180);
 pub struct ObjectStoreOptions {
     /// object_store configuration keys for the URL's store (`aws_region`, `google_service_account`,
     /// `azure_storage_account_key`, client keys such as `allow_http`, ...). An unknown key is an
-    /// error, and so is `timeout` (use [`ObjectStoreOptions::timeout`]). Given keys win over the
+    /// error, and so is `timeout` (use [`FetchOptions::timeout`]). Given keys win over the
     /// `AWS_*`, `GOOGLE_*` and `AZURE_*` environment variables.
     pub options: Vec<(String, String)>,
-    /// The time one request may take, body included (`None`: 30 s).
-    pub timeout: Option<Duration>,
-    /// Passed to object_store's own retries (5xx, 429, 408, connection errors, timeouts, within
-    /// 3 minutes of the first attempt). Default 3, 0.1 s, 5 s.
-    pub retry: RetryOptions,
-    /// The largest object accepted. Default 64 MiB.
-    pub max_bytes: u64,
+    /// Timeout (`None`: 30 s), retries (object_store's own), `max_bytes`. Default
+    /// [`FetchOptions::OBJECT_STORE`].
+    pub fetch: FetchOptions,
 }
 
 impl Default for ObjectStoreOptions {
     fn default() -> Self {
         ObjectStoreOptions {
             options: Vec::new(),
-            timeout: None,
-            retry: RetryOptions::with_retries(3),
-            max_bytes: DEFAULT_MAX_BYTES,
+            fetch: FetchOptions::OBJECT_STORE,
         }
     }
 }
@@ -69,9 +63,7 @@ impl std::fmt::Debug for ObjectStoreOptions {
         let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
         f.debug_struct("ObjectStoreOptions")
             .field("options", &keys)
-            .field("timeout", &self.timeout)
-            .field("retry", &self.retry)
-            .field("max_bytes", &self.max_bytes)
+            .field("fetch", &self.fetch)
             .finish()
     }
 }
@@ -229,16 +221,16 @@ impl ObjectStoreDataset {
         let config = Config {
             url: parsed,
             options: store_options,
-            timeout: options.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
-            retry: options.retry,
+            timeout: options.fetch.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
+            retry: options.fetch.retry,
         };
         ObjectStoreDataset::build(
             Source::Config(config),
             base,
             prefix,
             keys,
-            options.max_bytes,
-            options.retry.retries,
+            options.fetch.max_bytes,
+            options.fetch.retry.retries,
         )
     }
 
@@ -876,9 +868,11 @@ mod tests {
     ) -> ObjectStoreDataset {
         let options = ObjectStoreOptions {
             options: vec![("allow_http".into(), "true".into())],
-            timeout,
-            retry: fast(2),
-            max_bytes,
+            fetch: FetchOptions {
+                timeout,
+                retry: fast(2),
+                max_bytes,
+            },
         };
         ObjectStoreDataset::new(
             &server.url("/bucket/pre"),
