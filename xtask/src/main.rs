@@ -126,6 +126,20 @@ fn lint() -> Result<()> {
         "--",
         "-D",
         "warnings",
+    ])?;
+    // dlrs-io with only its `file` feature (no HTTP or TLS stack) still builds, warning-free.
+    cargo(&[
+        "clippy",
+        "-p",
+        "dlrs-io",
+        "--no-default-features",
+        "-F",
+        "file",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
     ])
 }
 

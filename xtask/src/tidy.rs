@@ -106,6 +106,59 @@ mod tests {
         );
     }
 
+    #[test]
+    fn io_file_feature_builds_no_http_stack() {
+        // `cargo metadata` resolves every feature of the workspace: only `cargo tree` shows one
+        // package's closure under the features a user picks.
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "-e",
+                "normal",
+                "--no-default-features",
+                "-F",
+                "file",
+            ])
+            .args([
+                "-p",
+                "dlrs-io",
+                "--prefix",
+                "none",
+                "-f",
+                "{p}",
+                "--manifest-path",
+            ])
+            .arg(root().join("Cargo.toml"))
+            .output()
+            .expect("cargo tree runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tree = String::from_utf8(out.stdout).unwrap();
+        let names: BTreeSet<&str> = tree
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(
+            names.contains("dlrs-io") && names.contains("tokio"),
+            "{tree}"
+        );
+        for forbidden in [
+            "reqwest",
+            "object_store",
+            "rustls",
+            "hyper",
+            "webpki-root-certs",
+        ] {
+            assert!(
+                !names.contains(forbidden),
+                "dlrs-io with only `file` depends on {forbidden}"
+            );
+        }
+    }
+
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
             let p = entry.path();
@@ -130,6 +183,29 @@ mod tests {
             let text = std::fs::read_to_string(&f).unwrap();
             for needle in ["new_closure", ".nth(", ".nth_back("] {
                 assert!(!text.contains(needle), "{} uses {needle}", f.display());
+            }
+        }
+    }
+
+    #[test]
+    fn io_names_no_python_exception() {
+        // dlrs-io classifies its errors by `ErrorKind`; only crates/py knows Python's names.
+        let mut files = Vec::new();
+        rust_files(&root().join("crates/io"), &mut files);
+        assert!(!files.is_empty());
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for needle in [
+                "PyKind",
+                "python_kind",
+                "ValueError",
+                "TypeError",
+                "IndexError",
+                "TimeoutError",
+                "RuntimeError",
+                "OSError",
+            ] {
+                assert!(!text.contains(needle), "{} names {needle}", f.display());
             }
         }
     }

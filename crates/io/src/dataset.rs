@@ -1,17 +1,60 @@
 //! The `Dataset` trait that every Rust dataset implements, and what the datasets share.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+#[cfg(any(feature = "http", feature = "object-store"))]
+use bytes::BytesMut;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::error::Error;
+use crate::retry::RetryOptions;
 use crate::stats::IoStats;
 use crate::template::Template;
 
 /// The default `max_bytes`: 64 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+
+/// What every dataset's fetches obey, whatever the transport: the time an attempt may take, the
+/// retries of transient failures, and the largest item. Each dataset starts from its defaults
+/// ([`FetchOptions::HTTP`], [`FetchOptions::FILE`], [`FetchOptions::OBJECT_STORE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchOptions {
+    /// The time one attempt may take, body included. `None`: no limit, except for an object
+    /// store, which always has one (`None`: [`crate::DEFAULT_OBJECT_TIMEOUT`]). A file read over
+    /// it is abandoned (it cannot be cancelled and finishes on the blocking pool).
+    pub timeout: Option<Duration>,
+    /// Retries of connection errors, timeouts and [`crate::RETRY_STATUSES`] (HTTP), of the I/O
+    /// errors `TimedOut`, `Interrupted` and `WouldBlock` (files), or object_store's own retries
+    /// (5xx, 429, 408, connection errors, timeouts, within 3 minutes of the first attempt).
+    pub retry: RetryOptions,
+    /// The largest item accepted.
+    pub max_bytes: u64,
+}
+
+impl FetchOptions {
+    /// An HTTP dataset's defaults: 30 s per attempt, 3 retries (0.1 s, at most 5 s), 64 MiB.
+    pub const HTTP: FetchOptions = FetchOptions {
+        timeout: Some(Duration::from_secs(30)),
+        retry: RetryOptions::with_retries(3),
+        max_bytes: DEFAULT_MAX_BYTES,
+    };
+    /// A file dataset's defaults: no time limit, no retries, 64 MiB.
+    pub const FILE: FetchOptions = FetchOptions {
+        timeout: None,
+        retry: RetryOptions::with_retries(0),
+        max_bytes: DEFAULT_MAX_BYTES,
+    };
+    /// An object-store dataset's defaults: 30 s per request, 3 retries (0.1 s, at most 5 s),
+    /// 64 MiB.
+    pub const OBJECT_STORE: FetchOptions = FetchOptions {
+        timeout: None,
+        retry: RetryOptions::with_retries(3),
+        max_bytes: DEFAULT_MAX_BYTES,
+    };
+}
 
 /// A dataset whose items are bytes fetched by futures.
 ///
@@ -58,6 +101,8 @@ pub async fn fetch_many(
 /// Where the items are: a list given whole, or a template rendered item by item.
 #[derive(Debug)]
 pub(crate) enum Locations {
+    // The file dataset keeps its list as paths.
+    #[cfg_attr(not(any(feature = "http", feature = "object-store")), allow(dead_code))]
     List(Vec<String>),
     Template(Template),
 }
@@ -88,6 +133,7 @@ impl Locations {
 
 /// A body being read under a `max_bytes` limit. A body that arrives in one chunk is kept as
 /// it is (no copy); later chunks are gathered into one buffer.
+#[cfg(any(feature = "http", feature = "object-store"))]
 pub(crate) struct Capped {
     first: Option<Bytes>,
     gathered: Option<BytesMut>,
@@ -96,6 +142,7 @@ pub(crate) struct Capped {
     expected: Option<u64>,
 }
 
+#[cfg(any(feature = "http", feature = "object-store"))]
 impl Capped {
     /// A body of `expected` bytes, if known (already checked against `limit`).
     pub(crate) fn new(limit: u64, expected: Option<u64>) -> Capped {
@@ -148,6 +195,22 @@ impl Capped {
 mod tests {
     use super::*;
     use crate::template::Target;
+
+    #[test]
+    fn fetch_defaults_per_dataset() {
+        let secs = |s| Some(Duration::from_secs(s));
+        let shape = |f: FetchOptions| (f.timeout, f.retry.retries, f.max_bytes);
+        assert_eq!(shape(FetchOptions::HTTP), (secs(30), 3, 64 << 20));
+        assert_eq!(shape(FetchOptions::FILE), (None, 0, 64 << 20));
+        assert_eq!(shape(FetchOptions::OBJECT_STORE), (None, 3, 64 << 20));
+        #[cfg(feature = "http")]
+        assert_eq!(crate::HttpOptions::default().fetch, FetchOptions::HTTP);
+        #[cfg(feature = "object-store")]
+        assert_eq!(
+            crate::ObjectStoreOptions::default().fetch,
+            FetchOptions::OBJECT_STORE
+        );
+    }
 
     #[test]
     fn list_locations() {
@@ -217,6 +280,7 @@ mod tests {
         assert!(!dataset.is_empty());
     }
 
+    #[cfg(any(feature = "http", feature = "object-store"))]
     #[test]
     fn capped_reads() {
         let mut body = Capped::new(5, Some(5));

@@ -1,4 +1,4 @@
-//! The crate's one error type, sorted by who is at fault, and its mapping onto Python exceptions.
+//! The crate's one error type, sorted by who is at fault, and its kinds ([`ErrorKind`]).
 
 use std::io;
 
@@ -8,20 +8,20 @@ use crate::redact::redact_text;
 ///
 /// Variants are sorted by who is at fault: the caller (`InvalidArgument`, `InvalidType`,
 /// `IndexOutOfRange`), a limit (`TooLarge`), the remote side or the system (`Timeout`, `Http`,
-/// `Io`, `Request`), and the runtime (`Runtime`). [`Error::python_kind`] says which Python
-/// exception each one becomes. No message shows a URL's query string or credentials: every
+/// `Io`, `Request`), and the runtime (`Runtime`). [`Error::kind`] classifies them without the
+/// message. No message shows a URL's query string or credentials: every
 /// location stored here has gone through [`crate::redact_url`] or [`crate::redact_text`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A bad argument value (a template, an option, a URL, a header). Python: `ValueError`.
+    /// A bad argument value (a template, an option, a URL, a header).
     #[error("{0}")]
     InvalidArgument(String),
 
-    /// An argument of the wrong type (a column that is neither ints nor strs). Python: `TypeError`.
+    /// An argument of the wrong type (a column that is neither ints nor strs).
     #[error("{0}")]
     InvalidType(String),
 
-    /// An item index at or past the dataset's length. Python: `IndexError`.
+    /// An item index at or past the dataset's length.
     #[error("index {index} is out of range for a dataset of {len} items")]
     IndexOutOfRange {
         /// The index asked for.
@@ -31,7 +31,7 @@ pub enum Error {
     },
 
     /// An item larger than `max_bytes`, known from its announced size (`size`) or found while
-    /// reading (`size` is `None`: more than `limit` bytes arrived). Python: `ValueError`.
+    /// reading (`size` is `None`: more than `limit` bytes arrived).
     #[error("{location}: {} is larger than max_bytes ({limit} bytes)", describe_size(*.size))]
     TooLarge {
         /// The redacted URL, path or object location.
@@ -42,7 +42,7 @@ pub enum Error {
         size: Option<u64>,
     },
 
-    /// The last attempt ran out of time. Python: `TimeoutError`.
+    /// The last attempt ran out of time.
     #[error("{location}: timed out (attempt {attempts} of {attempts})")]
     Timeout {
         /// The redacted URL, path or object location.
@@ -51,7 +51,7 @@ pub enum Error {
         attempts: u32,
     },
 
-    /// An HTTP status that is not a success, after the retries it allows. Python: `OSError`.
+    /// An HTTP status that is not a success, after the retries it allows.
     #[error("{url}: HTTP status {status}{} (attempt {attempts})", reason(*.status))]
     Http {
         /// The HTTP status code.
@@ -63,7 +63,6 @@ pub enum Error {
     },
 
     /// A failed file or object read with an I/O error kind (not found, permission denied, ...).
-    /// Python: `OSError` (the bindings pick the subclass from `kind`/errno).
     #[error("{location}: {source}")]
     Io {
         /// The redacted path or object location.
@@ -76,7 +75,7 @@ pub enum Error {
     },
 
     /// A request that failed without a status (connection refused or reset, truncated body,
-    /// TLS, redirect loop, an object store's own failure). Python: `OSError`.
+    /// TLS, redirect loop, an object store's own failure).
     #[error("{location}: {message}")]
     Request {
         /// The redacted URL or object location.
@@ -86,54 +85,70 @@ pub enum Error {
     },
 
     /// The tokio runtime could not be built or was used from inside an async context.
-    /// Python: `RuntimeError`.
     #[error("{0}")]
     Runtime(String),
 }
 
-/// The Python exception an [`Error`] maps to; the bindings convert in one place from this.
+/// What kind of failure an [`Error`] is, without its message: for callers that react to a
+/// failure (skip a missing item, retry later, map it onto their own error types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PyKind {
-    /// `ValueError`.
-    ValueError,
-    /// `TypeError`.
-    TypeError,
-    /// `IndexError`.
-    IndexError,
-    /// `TimeoutError`.
-    TimeoutError,
-    /// `RuntimeError`.
-    RuntimeError,
-    /// `OSError`, or its subclass for `kind` (`FileNotFoundError` for `NotFound`, ...).
-    OSError {
-        /// The OS error number, when the error came from the OS.
-        errno: Option<i32>,
-        /// The I/O error kind, when known.
-        kind: Option<io::ErrorKind>,
-    },
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A bad argument value ([`Error::InvalidArgument`]).
+    InvalidArgument,
+    /// An argument of the wrong type ([`Error::InvalidType`]).
+    InvalidType,
+    /// An item index past the dataset's length ([`Error::IndexOutOfRange`]).
+    IndexOutOfRange,
+    /// An item over `max_bytes` ([`Error::TooLarge`]).
+    TooLarge,
+    /// The last attempt ran out of time ([`Error::Timeout`]).
+    TimedOut,
+    /// An HTTP status that is not a success ([`Error::Http`]).
+    Http(u16),
+    /// A file or object read failed with this I/O error kind ([`Error::Io`]): `NotFound`,
+    /// `PermissionDenied`, ...
+    Io(io::ErrorKind),
+    /// A request failed without a status ([`Error::Request`]).
+    Request,
+    /// The tokio runtime failed ([`Error::Runtime`]).
+    Runtime,
 }
 
 impl Error {
-    /// The Python exception this error becomes.
-    pub fn python_kind(&self) -> PyKind {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidArgument(_) | Error::TooLarge { .. } => PyKind::ValueError,
-            Error::InvalidType(_) => PyKind::TypeError,
-            Error::IndexOutOfRange { .. } => PyKind::IndexError,
-            Error::Timeout { .. } => PyKind::TimeoutError,
-            Error::Runtime(_) => PyKind::RuntimeError,
-            Error::Io { kind, source, .. } => PyKind::OSError {
-                errno: source.raw_os_error(),
-                kind: Some(*kind),
-            },
-            Error::Http { .. } | Error::Request { .. } => PyKind::OSError {
-                errno: None,
-                kind: None,
-            },
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::InvalidType(_) => ErrorKind::InvalidType,
+            Error::IndexOutOfRange { .. } => ErrorKind::IndexOutOfRange,
+            Error::TooLarge { .. } => ErrorKind::TooLarge,
+            Error::Timeout { .. } => ErrorKind::TimedOut,
+            Error::Http { status, .. } => ErrorKind::Http(*status),
+            Error::Io { kind, .. } => ErrorKind::Io(*kind),
+            Error::Request { .. } => ErrorKind::Request,
+            Error::Runtime(_) => ErrorKind::Runtime,
         }
     }
 
+    /// The OS error number, when the error came from the OS (a file read).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+
+    /// Whether the item does not exist: an I/O `NotFound` (a file, an object) or HTTP 404/410.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self.kind(),
+            ErrorKind::Io(io::ErrorKind::NotFound) | ErrorKind::Http(404 | 410)
+        )
+    }
+
     /// An I/O error at `location` (a path or object location, redacted here).
+    #[cfg_attr(not(feature = "file"), allow(dead_code))]
     pub(crate) fn io(location: &str, source: io::Error) -> Error {
         Error::Io {
             location: redact_text(location),
@@ -148,6 +163,7 @@ impl Error {
 }
 
 /// `error` and its sources, joined by ": ".
+#[cfg(any(feature = "http", feature = "object-store"))]
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut message = error.to_string();
     let mut source = error.source();
@@ -169,8 +185,9 @@ fn describe_size(size: Option<u64>) -> String {
     }
 }
 
+#[cfg(any(feature = "http", feature = "object-store"))]
 fn reason(status: u16) -> String {
-    let reason = reqwest::StatusCode::from_u16(status)
+    let reason = http::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason());
     match reason {
@@ -179,27 +196,34 @@ fn reason(status: u16) -> String {
     }
 }
 
+/// Without an HTTP client there are no HTTP errors to explain.
+#[cfg(not(any(feature = "http", feature = "object-store")))]
+fn reason(_status: u16) -> String {
+    String::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn check(error: Error, message: &str, kind: PyKind) {
+    fn check(error: Error, message: &str, kind: ErrorKind) {
         assert_eq!(error.to_string(), message);
-        assert_eq!(error.python_kind(), kind);
+        assert_eq!(error.kind(), kind);
+        assert_eq!(error.raw_os_error(), None);
     }
 
     #[test]
-    fn messages_and_python_kinds() {
-        check(Error::invalid("bad"), "bad", PyKind::ValueError);
+    fn messages_and_kinds() {
+        check(Error::invalid("bad"), "bad", ErrorKind::InvalidArgument);
         check(
             Error::InvalidType("column 'x' is neither ints nor strs".into()),
             "column 'x' is neither ints nor strs",
-            PyKind::TypeError,
+            ErrorKind::InvalidType,
         );
         check(
             Error::IndexOutOfRange { index: 7, len: 3 },
             "index 7 is out of range for a dataset of 3 items",
-            PyKind::IndexError,
+            ErrorKind::IndexOutOfRange,
         );
         check(
             Error::TooLarge {
@@ -208,7 +232,7 @@ mod tests {
                 size: Some(11),
             },
             "http://h/a: the item (11 bytes) is larger than max_bytes (10 bytes)",
-            PyKind::ValueError,
+            ErrorKind::TooLarge,
         );
         check(
             Error::TooLarge {
@@ -217,7 +241,7 @@ mod tests {
                 size: None,
             },
             "http://h/a: the item is larger than max_bytes (10 bytes)",
-            PyKind::ValueError,
+            ErrorKind::TooLarge,
         );
         check(
             Error::Timeout {
@@ -225,8 +249,10 @@ mod tests {
                 attempts: 2,
             },
             "/x: timed out (attempt 2 of 2)",
-            PyKind::TimeoutError,
+            ErrorKind::TimedOut,
         );
+        // Only an HTTP client's build creates (and explains) HTTP statuses.
+        #[cfg(any(feature = "http", feature = "object-store"))]
         check(
             Error::Http {
                 status: 503,
@@ -234,10 +260,7 @@ mod tests {
                 attempts: 4,
             },
             "http://h/a: HTTP status 503 Service Unavailable (attempt 4)",
-            PyKind::OSError {
-                errno: None,
-                kind: None,
-            },
+            ErrorKind::Http(503),
         );
         check(
             Error::Request {
@@ -245,15 +268,12 @@ mod tests {
                 message: "connection reset".into(),
             },
             "http://h/a: connection reset",
-            PyKind::OSError {
-                errno: None,
-                kind: None,
-            },
+            ErrorKind::Request,
         );
         check(
             Error::Runtime("nested".into()),
             "nested",
-            PyKind::RuntimeError,
+            ErrorKind::Runtime,
         );
     }
 
@@ -270,18 +290,32 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: Some(2),
-                kind: Some(io::ErrorKind::NotFound)
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
+        assert_eq!(error.raw_os_error(), Some(2));
+        assert!(error.is_not_found());
         let message = error.to_string();
         assert!(message.starts_with("https://h/a: "), "{message}");
         assert!(
             !message.contains("secret") && !message.contains("sig"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn not_found_covers_io_and_http() {
+        let http = |status| Error::Http {
+            status,
+            url: "u".into(),
+            attempts: 1,
+        };
+        assert!(http(404).is_not_found() && http(410).is_not_found());
+        assert!(!http(403).is_not_found());
+        assert!(!Error::IndexOutOfRange { index: 1, len: 1 }.is_not_found());
+        let denied = Error::io("/x", io::Error::from(io::ErrorKind::PermissionDenied));
+        assert_eq!(
+            denied.kind(),
+            ErrorKind::Io(io::ErrorKind::PermissionDenied)
+        );
+        assert!(!denied.is_not_found());
     }
 }

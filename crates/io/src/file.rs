@@ -3,39 +3,15 @@
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::dataset::{DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::dataset::{Dataset, FetchOptions, Locations};
 use crate::error::Error;
-use crate::retry::{self, Failure, RetryOptions};
+use crate::retry::{self, Failure};
 use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
-
-/// The options of a [`FileDataset`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileOptions {
-    /// The time one attempt may take (`None`, the default: no limit). An attempt over it is
-    /// abandoned (the read itself cannot be cancelled and finishes on the blocking pool).
-    pub timeout: Option<Duration>,
-    /// Retries of attempts over `timeout` and of the I/O errors `TimedOut`, `Interrupted` and
-    /// `WouldBlock`. Default 0 retries, 0.1 s, 5 s.
-    pub retry: RetryOptions,
-    /// The largest file accepted. Default 64 MiB.
-    pub max_bytes: u64,
-}
-
-impl Default for FileOptions {
-    fn default() -> Self {
-        FileOptions {
-            timeout: None,
-            retry: RetryOptions::with_retries(0),
-            max_bytes: DEFAULT_MAX_BYTES,
-        }
-    }
-}
 
 /// Item i is the content of the i-th path (from a list or a template).
 #[derive(Clone)]
@@ -45,7 +21,7 @@ pub struct FileDataset {
 
 struct Inner {
     paths: Paths,
-    options: FileOptions,
+    options: FetchOptions,
     stats: IoStats,
 }
 
@@ -64,7 +40,7 @@ impl std::fmt::Debug for FileDataset {
 
 impl FileDataset {
     /// A dataset of the contents of `paths`.
-    pub fn new(paths: Vec<PathBuf>, options: FileOptions) -> Result<FileDataset, Error> {
+    pub fn new(paths: Vec<PathBuf>, options: FetchOptions) -> Result<FileDataset, Error> {
         Ok(FileDataset {
             inner: Arc::new(Inner {
                 paths: Paths::List(paths),
@@ -79,7 +55,7 @@ impl FileDataset {
         template: &str,
         columns: Vec<(String, Column)>,
         length: Option<usize>,
-        options: FileOptions,
+        options: FetchOptions,
     ) -> Result<FileDataset, Error> {
         let template = Template::new(template, columns, length, Target::Path)?;
         Ok(FileDataset {
@@ -92,7 +68,7 @@ impl FileDataset {
     }
 
     /// The options given.
-    pub fn options(&self) -> &FileOptions {
+    pub fn options(&self) -> &FetchOptions {
         &self.inner.options
     }
 }
@@ -206,9 +182,10 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PyKind;
     use crate::runtime::Runtime;
+    use crate::{ErrorKind, RetryOptions};
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
 
     /// A fresh empty directory under the system's temporary directory, removed when dropped.
     struct TempDir(PathBuf);
@@ -252,7 +229,7 @@ mod tests {
         std::fs::write(dir.join("a"), b"alpha").unwrap();
         std::fs::write(dir.join("b"), b"").unwrap();
         let dataset =
-            FileDataset::new(vec![dir.join("a"), dir.join("b")], FileOptions::default()).unwrap();
+            FileDataset::new(vec![dir.join("a"), dir.join("b")], FetchOptions::FILE).unwrap();
         assert_eq!(dataset.len(), 2);
         assert_eq!(fetch(&dataset, 0).unwrap(), &b"alpha"[..]);
         assert_eq!(fetch(&dataset, 1).unwrap(), &b""[..]);
@@ -266,13 +243,13 @@ mod tests {
     fn a_missing_file_is_not_found() {
         let dir = TempDir::new();
         let missing = dir.join("missing.png");
-        let options = FileOptions {
+        let options = FetchOptions {
             retry: RetryOptions {
                 retries: 3,
                 backoff: Duration::from_millis(1),
                 max_backoff: Duration::from_millis(1),
             },
-            ..FileOptions::default()
+            ..FetchOptions::FILE
         };
         let dataset = FileDataset::new(vec![missing.clone()], options).unwrap();
         let error = fetch(&dataset, 0).unwrap_err();
@@ -286,13 +263,8 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: Some(2),
-                kind: Some(io::ErrorKind::NotFound)
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
+        assert_eq!(error.raw_os_error(), Some(2));
         assert!(
             error
                 .to_string()
@@ -300,7 +272,7 @@ mod tests {
             "{error}"
         );
         let dir_error = fetch(
-            &FileDataset::new(vec![dir.to_path_buf()], FileOptions::default()).unwrap(),
+            &FileDataset::new(vec![dir.to_path_buf()], FetchOptions::FILE).unwrap(),
             0,
         )
         .unwrap_err();
@@ -321,9 +293,9 @@ mod tests {
         let dir = TempDir::new();
         std::fs::write(dir.join("big"), vec![1; 101]).unwrap();
         std::fs::write(dir.join("fits"), vec![1; 100]).unwrap();
-        let options = FileOptions {
+        let options = FetchOptions {
             max_bytes: 100,
-            ..FileOptions::default()
+            ..FetchOptions::FILE
         };
         let dataset = FileDataset::new(vec![dir.join("big"), dir.join("fits")], options).unwrap();
         let error = fetch(&dataset, 0).unwrap_err();
@@ -338,7 +310,7 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert_eq!(error.python_kind(), PyKind::ValueError);
+        assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(fetch(&dataset, 1).unwrap().len(), 100);
     }
 
@@ -349,9 +321,9 @@ mod tests {
         let path = PathBuf::from("/proc/self/status");
         let size = std::fs::metadata(&path).unwrap().len();
         assert_eq!(size, 0);
-        let options = FileOptions {
+        let options = FetchOptions {
             max_bytes: 10,
-            ..FileOptions::default()
+            ..FetchOptions::FILE
         };
         let error = fetch(&FileDataset::new(vec![path.clone()], options).unwrap(), 0).unwrap_err();
         assert!(
@@ -366,7 +338,7 @@ mod tests {
             "{error:?}"
         );
         let body = fetch(
-            &FileDataset::new(vec![path], FileOptions::default()).unwrap(),
+            &FileDataset::new(vec![path], FetchOptions::FILE).unwrap(),
             0,
         )
         .unwrap();
@@ -390,7 +362,7 @@ mod tests {
             &template,
             vec![("slide".into(), slides)],
             None,
-            FileOptions::default(),
+            FetchOptions::FILE,
         )
         .unwrap();
         assert_eq!(dataset.len(), 3);
@@ -401,7 +373,7 @@ mod tests {
             &template,
             vec![("slide".into(), Column::Strs(vec!["..".into()]))],
             None,
-            FileOptions::default(),
+            FetchOptions::FILE,
         );
         assert!(matches!(escape, Err(Error::InvalidArgument(_))));
     }
@@ -419,7 +391,7 @@ mod tests {
                 &format!("{}/sub/{template}", dir.display()),
                 vec![("a".into(), Column::Strs(values))],
                 None,
-                FileOptions::default(),
+                FetchOptions::FILE,
             )
         };
         for (template, values) in [
@@ -458,14 +430,14 @@ mod tests {
         if !status.is_ok_and(|s| s.success()) {
             panic!("mkfifo is needed for this test");
         }
-        let options = FileOptions {
+        let options = FetchOptions {
             timeout: Some(Duration::from_millis(50)),
             retry: RetryOptions {
                 retries: 1,
                 backoff: Duration::from_millis(1),
                 max_backoff: Duration::from_millis(1),
             },
-            ..FileOptions::default()
+            ..FetchOptions::FILE
         };
         let dataset = FileDataset::new(vec![fifo.clone()], options).unwrap();
         let runtime = Runtime::new(Some(1)).unwrap();
@@ -474,7 +446,7 @@ mod tests {
             matches!(&error, Error::Timeout { attempts: 2, .. }),
             "{error:?}"
         );
-        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(error.kind(), ErrorKind::TimedOut);
         // The two abandoned opens stay blocked on the blocking pool; dropping the runtime
         // does not wait for them, and the process exit ends them.
         drop(runtime);

@@ -7,10 +7,10 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
 
-use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::dataset::{Capped, Dataset, FetchOptions, Locations};
 use crate::error::{Error, chain};
 use crate::redact::{redact_text, redact_url};
-use crate::retry::{self, Failure, RetryOptions};
+use crate::retry::{self, Failure};
 use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
 use crate::tls;
@@ -25,24 +25,18 @@ pub struct HttpOptions {
     /// Headers sent with every request to the origin of the item's URL (not past a redirect that
     /// leaves it).
     pub headers: Vec<(String, String)>,
-    /// The time one attempt may take, body included (`None`: no limit). Default 30 s.
-    pub timeout: Option<Duration>,
+    /// Timeout, retries, `max_bytes`. Default [`FetchOptions::HTTP`].
+    pub fetch: FetchOptions,
     /// The time connecting may take (`None`: no limit). Default 10 s.
     pub connect_timeout: Option<Duration>,
-    /// Retries of connection errors, timeouts and [`RETRY_STATUSES`]. Default 3, 0.1 s, 5 s.
-    pub retry: RetryOptions,
-    /// The largest body accepted. Default 64 MiB.
-    pub max_bytes: u64,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
         HttpOptions {
             headers: Vec::new(),
-            timeout: Some(Duration::from_secs(30)),
+            fetch: FetchOptions::HTTP,
             connect_timeout: Some(Duration::from_secs(10)),
-            retry: RetryOptions::with_retries(3),
-            max_bytes: DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -149,10 +143,10 @@ impl Dataset for HttpDataset {
         Box::pin(async move {
             let url = inner.locations.get(index)?;
             let client = inner.client()?;
-            let (url, max_bytes, stats) = (&*url, inner.options.max_bytes, &inner.stats);
+            let (url, max_bytes, stats) = (&*url, inner.options.fetch.max_bytes, &inner.stats);
             retry::run(
-                inner.options.retry,
-                inner.options.timeout,
+                inner.options.fetch.retry,
+                inner.options.fetch.timeout,
                 || redact_url(url),
                 |n| {
                     stats.attempt(n);
@@ -344,18 +338,17 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{Reply, TestServer};
-    use crate::{PyKind, template::Column};
+    use crate::{ErrorKind, RetryOptions, template::Column};
     use futures::StreamExt;
 
     fn fast(retries: u32) -> HttpOptions {
-        HttpOptions {
-            retry: RetryOptions {
-                retries,
-                backoff: Duration::from_millis(1),
-                max_backoff: Duration::from_millis(5),
-            },
-            ..HttpOptions::default()
-        }
+        let mut options = HttpOptions::default();
+        options.fetch.retry = RetryOptions {
+            retries,
+            backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(5),
+        };
+        options
     }
 
     fn setup(route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static) -> (Runtime, TestServer) {
@@ -499,9 +492,10 @@ mod tests {
             }
         });
         // Long enough that no healthy request of a loaded machine runs out of time.
-        let options = HttpOptions {
-            timeout: Some(Duration::from_secs(1)),
-            ..fast(1)
+        let options = {
+            let mut o = fast(1);
+            o.fetch.timeout = Some(Duration::from_secs(1));
+            o
         };
         let dataset =
             HttpDataset::from_template(&server.url("/m/{index}"), vec![], Some(40), options)
@@ -598,13 +592,8 @@ mod tests {
                 server.base
             )
         );
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: None,
-                kind: None
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Http(404));
+        assert!(error.is_not_found());
         assert_eq!(server.hits("/private?token=SECRET"), 1);
         let headers = &server.request_headers()[0];
         assert!(
@@ -632,9 +621,10 @@ mod tests {
     #[test]
     fn content_length_over_max_bytes() {
         let (runtime, server) = setup(|_, _| Reply::Body(vec![7; 1000]));
-        let options = HttpOptions {
-            max_bytes: 999,
-            ..fast(3)
+        let options = {
+            let mut o = fast(3);
+            o.fetch.max_bytes = 999;
+            o
         };
         let dataset = HttpDataset::new(vec![server.url("/big")], options).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
@@ -649,11 +639,12 @@ mod tests {
             ),
             "{error:?}"
         );
-        assert_eq!(error.python_kind(), PyKind::ValueError);
+        assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(server.hits("/big"), 1, "not retried");
-        let exact = HttpOptions {
-            max_bytes: 1000,
-            ..fast(0)
+        let exact = {
+            let mut o = fast(0);
+            o.fetch.max_bytes = 1000;
+            o
         };
         let dataset = HttpDataset::new(vec![server.url("/big")], exact).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap().len(), 1000);
@@ -663,9 +654,10 @@ mod tests {
     fn chunked_body_over_max_bytes() {
         let (runtime, server) =
             setup(|_, _| Reply::Chunked(vec![vec![1; 300], vec![2; 300], vec![3; 300]]));
-        let small = HttpOptions {
-            max_bytes: 899,
-            ..fast(3)
+        let small = {
+            let mut o = fast(3);
+            o.fetch.max_bytes = 899;
+            o
         };
         let dataset = HttpDataset::new(vec![server.url("/chunked")], small).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
@@ -681,9 +673,10 @@ mod tests {
             "{error:?}"
         );
         assert_eq!(server.hits("/chunked"), 1, "not retried");
-        let enough = HttpOptions {
-            max_bytes: 900,
-            ..fast(0)
+        let enough = {
+            let mut o = fast(0);
+            o.fetch.max_bytes = 900;
+            o
         };
         let dataset = HttpDataset::new(vec![server.url("/chunked")], enough).unwrap();
         let body = fetch(&runtime, &dataset, 0).unwrap();
@@ -694,9 +687,10 @@ mod tests {
     #[test]
     fn stalled_server_times_out() {
         let (runtime, server) = setup(|_, _| Reply::Stall);
-        let options = HttpOptions {
-            timeout: Some(Duration::from_millis(100)),
-            ..fast(1)
+        let options = {
+            let mut o = fast(1);
+            o.fetch.timeout = Some(Duration::from_millis(100));
+            o
         };
         let dataset = HttpDataset::new(vec![server.url("/slow?sig=SECRET")], options).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
@@ -708,7 +702,7 @@ mod tests {
             error.to_string(),
             format!("{}/slow: timed out (attempt 2 of 2)", server.base)
         );
-        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(error.kind(), ErrorKind::TimedOut);
         assert_eq!(server.hits("/slow?sig=SECRET"), 2);
     }
 
@@ -764,13 +758,7 @@ mod tests {
             HttpDataset::new(vec![format!("http://127.0.0.1:{port}/x")], fast(1)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(error, Error::Request { .. }), "{error:?}");
-        assert_eq!(
-            error.python_kind(),
-            PyKind::OSError {
-                errno: None,
-                kind: None
-            }
-        );
+        assert_eq!(error.kind(), ErrorKind::Request);
     }
 
     #[test]
@@ -800,7 +788,7 @@ mod tests {
         );
         let error = fetch(&runtime, &dataset, 2).unwrap_err();
         assert!(matches!(error, Error::IndexOutOfRange { index: 2, len: 2 }));
-        assert_eq!(error.python_kind(), PyKind::IndexError);
+        assert_eq!(error.kind(), ErrorKind::IndexOutOfRange);
     }
 
     fn user_headers() -> HttpOptions {

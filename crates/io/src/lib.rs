@@ -3,13 +3,15 @@
 //! - [`Runtime`]: the tokio runtime that runs the fetches (lazily built, rebuilt after `fork`).
 //! - [`Dataset`]: items as bytes, fetched by `Send + 'static` futures.
 //! - [`HttpDataset`], [`FileDataset`], [`ObjectStoreDataset`]: the datasets, each with a
-//!   `from_template` constructor ([`template`]).
-//! - [`Error`]: the one error type, with [`Error::python_kind`] for the bindings.
+//!   `from_template` constructor ([`template`]), behind the cargo features `http`,
+//!   `object-store` and `file` (all on by default; `file` alone builds no HTTP or TLS stack).
+//! - [`Error`]: the one error type, classified by [`Error::kind`] ([`ErrorKind`]).
 //!
 //! A caller on a plain thread fetches many items at once through [`Runtime::block_on`]:
 //!
 //! ```
-//! use dlrs_io::{Dataset, FileDataset, FileOptions, Runtime, fetch_many};
+//! # #[cfg(feature = "file")] {
+//! use dlrs_io::{Dataset, FetchOptions, FileDataset, Runtime, fetch_many};
 //!
 //! let dir = std::env::temp_dir().join(format!("dlrs-io-doc-{}", std::process::id()));
 //! std::fs::create_dir_all(&dir)?;
@@ -17,13 +19,14 @@
 //!     std::fs::write(dir.join(format!("{i}.txt")), format!("item {i}"))?;
 //! }
 //! let template = format!("{}/{{index}}.txt", dir.display());
-//! let dataset = FileDataset::from_template(&template, vec![], Some(3), FileOptions::default())?;
+//! let dataset = FileDataset::from_template(&template, vec![], Some(3), FetchOptions::FILE)?;
 //! let runtime = Runtime::new(Some(1))?;
 //! let items = runtime.block_on(fetch_many(&dataset, &[2, 0], 8))?;
 //! assert_eq!(items[0].as_ref().unwrap(), &b"item 2"[..]);
 //! assert_eq!(items[1].as_ref().unwrap(), &b"item 0"[..]);
 //! assert!(runtime.block_on(dataset.fetch(3))?.is_err()); // IndexOutOfRange
 //! # std::fs::remove_dir_all(&dir)?;
+//! # }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -31,23 +34,30 @@
 
 mod dataset;
 mod error;
+#[cfg(feature = "file")]
 mod file;
+#[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "object-store")]
 mod object;
 mod redact;
 mod retry;
 mod runtime;
 mod stats;
 pub mod template;
+#[cfg(any(feature = "http", feature = "object-store"))]
 mod tls;
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "http", feature = "object-store")))]
 mod test_server;
 
-pub use dataset::{DEFAULT_MAX_BYTES, Dataset, fetch_many};
-pub use error::{Error, PyKind};
-pub use file::{FileDataset, FileOptions};
+pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
+pub use error::{Error, ErrorKind};
+#[cfg(feature = "file")]
+pub use file::FileDataset;
+#[cfg(feature = "http")]
 pub use http::{HttpDataset, HttpOptions, RETRY_STATUSES};
+#[cfg(feature = "object-store")]
 pub use object::{DEFAULT_OBJECT_TIMEOUT, ObjectStoreDataset, ObjectStoreOptions};
 pub use redact::{redact_text, redact_url};
 pub use retry::{RetryOptions, seconds};

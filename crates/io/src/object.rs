@@ -20,7 +20,7 @@ use object_store::{
     ObjectStoreScheme, RetryConfig,
 };
 
-use crate::dataset::{Capped, DEFAULT_MAX_BYTES, Dataset, Locations};
+use crate::dataset::{Capped, Dataset, FetchOptions, Locations};
 use crate::error::{Error, chain};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::RetryOptions;
@@ -40,25 +40,19 @@ const RETRY_TIMEOUT: Duration = Duration::from_secs(180);
 pub struct ObjectStoreOptions {
     /// object_store configuration keys for the URL's store (`aws_region`, `google_service_account`,
     /// `azure_storage_account_key`, client keys such as `allow_http`, ...). An unknown key is an
-    /// error, and so is `timeout` (use [`ObjectStoreOptions::timeout`]). Given keys win over the
+    /// error, and so is `timeout` (use [`FetchOptions::timeout`]). Given keys win over the
     /// `AWS_*`, `GOOGLE_*` and `AZURE_*` environment variables.
     pub options: Vec<(String, String)>,
-    /// The time one request may take, body included (`None`: 30 s).
-    pub timeout: Option<Duration>,
-    /// Passed to object_store's own retries (5xx, 429, 408, connection errors, timeouts, within
-    /// 3 minutes of the first attempt). Default 3, 0.1 s, 5 s.
-    pub retry: RetryOptions,
-    /// The largest object accepted. Default 64 MiB.
-    pub max_bytes: u64,
+    /// Timeout (`None`: 30 s), retries (object_store's own), `max_bytes`. Default
+    /// [`FetchOptions::OBJECT_STORE`].
+    pub fetch: FetchOptions,
 }
 
 impl Default for ObjectStoreOptions {
     fn default() -> Self {
         ObjectStoreOptions {
             options: Vec::new(),
-            timeout: None,
-            retry: RetryOptions::with_retries(3),
-            max_bytes: DEFAULT_MAX_BYTES,
+            fetch: FetchOptions::OBJECT_STORE,
         }
     }
 }
@@ -69,9 +63,7 @@ impl std::fmt::Debug for ObjectStoreOptions {
         let keys: Vec<&str> = self.options.iter().map(|(k, _)| k.as_str()).collect();
         f.debug_struct("ObjectStoreOptions")
             .field("options", &keys)
-            .field("timeout", &self.timeout)
-            .field("retry", &self.retry)
-            .field("max_bytes", &self.max_bytes)
+            .field("fetch", &self.fetch)
             .finish()
     }
 }
@@ -190,21 +182,21 @@ impl ObjectStoreDataset {
             ))
         })?;
         let store_options = match scheme {
-            ObjectStoreScheme::AmazonS3 => {
-                Parsed::S3(parse_options(&options.options, "s3", |k| {
-                    matches!(k, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
-                })?)
-            }
-            ObjectStoreScheme::GoogleCloudStorage => {
-                Parsed::Gcs(parse_options(&options.options, "gs", |k| {
-                    matches!(k, GoogleConfigKey::Client(ClientConfigKey::Timeout))
-                })?)
-            }
-            ObjectStoreScheme::MicrosoftAzure => {
-                Parsed::Azure(parse_options(&options.options, "azure", |k| {
-                    matches!(k, AzureConfigKey::Client(ClientConfigKey::Timeout))
-                })?)
-            }
+            ObjectStoreScheme::AmazonS3 => Parsed::S3(parse_options(
+                &options.options,
+                "s3",
+                AmazonS3Builder::is_timeout,
+            )?),
+            ObjectStoreScheme::GoogleCloudStorage => Parsed::Gcs(parse_options(
+                &options.options,
+                "gs",
+                GoogleCloudStorageBuilder::is_timeout,
+            )?),
+            ObjectStoreScheme::MicrosoftAzure => Parsed::Azure(parse_options(
+                &options.options,
+                "azure",
+                MicrosoftAzureBuilder::is_timeout,
+            )?),
             ObjectStoreScheme::Http => {
                 Parsed::Http(parse_options(&options.options, "http", |k| {
                     matches!(k, ClientConfigKey::Timeout)
@@ -229,16 +221,16 @@ impl ObjectStoreDataset {
         let config = Config {
             url: parsed,
             options: store_options,
-            timeout: options.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
-            retry: options.retry,
+            timeout: options.fetch.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
+            retry: options.fetch.retry,
         };
         ObjectStoreDataset::build(
             Source::Config(config),
             base,
             prefix,
             keys,
-            options.max_bytes,
-            options.retry.retries,
+            options.fetch.max_bytes,
+            options.fetch.retry.retries,
         )
     }
 
@@ -356,52 +348,17 @@ impl Config {
                 redact_text(&chain(&e))
             ))
         };
-        // Environment variables first, then the options given: the last setting wins.
         let store: Arc<dyn ObjectStore> = match &self.options {
             Parsed::S3(options) => {
-                let mut builder = AmazonS3Builder::new()
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .with_url(url);
-                let from_env = env_options(env, "AWS_", |k| {
-                    matches!(k, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
-                });
-                for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
-                    builder = builder.with_config(key, value);
-                }
-                Arc::new(builder.build().map_err(failed)?)
+                build_cloud::<AmazonS3Builder>(client, retry, url, env, options).map_err(failed)?
             }
             Parsed::Gcs(options) => {
-                let mut builder = GoogleCloudStorageBuilder::new()
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .with_url(url);
-                if let Some(path) = env_var(env, "SERVICE_ACCOUNT") {
-                    builder = builder.with_service_account_path(path);
-                }
-                let from_env = env_options(env, "GOOGLE_", |k| {
-                    matches!(k, GoogleConfigKey::Client(ClientConfigKey::Timeout))
-                });
-                for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
-                    builder = builder.with_config(key, value);
-                }
-                Arc::new(builder.build().map_err(failed)?)
+                build_cloud::<GoogleCloudStorageBuilder>(client, retry, url, env, options)
+                    .map_err(failed)?
             }
             Parsed::Azure(options) => {
-                let mut builder = MicrosoftAzureBuilder::new()
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .with_url(url);
-                let from_env = env_options(env, "AZURE_", |k| {
-                    matches!(k, AzureConfigKey::Client(ClientConfigKey::Timeout))
-                });
-                for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
-                    builder = builder.with_config(key, value);
-                }
-                if let Some(endpoint) = env_var(env, "IDENTITY_ENDPOINT") {
-                    builder = builder.with_msi_endpoint(endpoint);
-                }
-                Arc::new(builder.build().map_err(failed)?)
+                build_cloud::<MicrosoftAzureBuilder>(client, retry, url, env, options)
+                    .map_err(failed)?
             }
             Parsed::Http(options) => {
                 let mut builder = HttpBuilder::new()
@@ -416,6 +373,114 @@ impl Config {
             Parsed::Local => Arc::new(LocalFileSystem::new()),
         };
         Ok(store)
+    }
+}
+
+/// What the S3, GCS and Azure builders share, so that one path builds the three.
+trait Cloud: Sized {
+    type Key: FromStr + Clone;
+    /// The prefix of the environment variables whose keys the store takes (`AWS_`, ...).
+    const ENV: &'static str;
+    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self;
+    /// Whether `key` is the client timeout (set by `timeout=`, never by a key).
+    fn is_timeout(key: &Self::Key) -> bool;
+    fn set(self, key: Self::Key, value: String) -> Self;
+    /// Settings from variables outside `ENV`, before the keys (so a key wins over them).
+    fn before_keys(self, _env: &Env) -> Self {
+        self
+    }
+    /// Settings from variables outside `ENV`, after the keys (so they win over a key).
+    fn after_keys(self, _env: &Env) -> Self {
+        self
+    }
+    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>>;
+}
+
+/// A cloud store: the environment's keys first, then the options given (the last setting wins).
+fn build_cloud<B: Cloud>(
+    client: ClientOptions,
+    retry: RetryConfig,
+    url: &str,
+    env: &Env,
+    options: &[(B::Key, String)],
+) -> object_store::Result<Arc<dyn ObjectStore>> {
+    let mut builder = B::start(client, retry, url).before_keys(env);
+    let from_env = env_options(env, B::ENV, B::is_timeout);
+    for (key, value) in from_env.into_iter().chain(options.iter().cloned()) {
+        builder = builder.set(key, value);
+    }
+    builder.after_keys(env).finish()
+}
+
+impl Cloud for AmazonS3Builder {
+    type Key = AmazonS3ConfigKey;
+    const ENV: &'static str = "AWS_";
+    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
+        AmazonS3Builder::new()
+            .with_client_options(client)
+            .with_retry(retry)
+            .with_url(url)
+    }
+    fn is_timeout(key: &Self::Key) -> bool {
+        matches!(key, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
+    }
+    fn set(self, key: Self::Key, value: String) -> Self {
+        self.with_config(key, value)
+    }
+    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+        Ok(Arc::new(self.build()?))
+    }
+}
+
+impl Cloud for GoogleCloudStorageBuilder {
+    type Key = GoogleConfigKey;
+    const ENV: &'static str = "GOOGLE_";
+    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
+        GoogleCloudStorageBuilder::new()
+            .with_client_options(client)
+            .with_retry(retry)
+            .with_url(url)
+    }
+    fn is_timeout(key: &Self::Key) -> bool {
+        matches!(key, GoogleConfigKey::Client(ClientConfigKey::Timeout))
+    }
+    fn set(self, key: Self::Key, value: String) -> Self {
+        self.with_config(key, value)
+    }
+    fn before_keys(self, env: &Env) -> Self {
+        match env_var(env, "SERVICE_ACCOUNT") {
+            Some(path) => self.with_service_account_path(path),
+            None => self,
+        }
+    }
+    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+        Ok(Arc::new(self.build()?))
+    }
+}
+
+impl Cloud for MicrosoftAzureBuilder {
+    type Key = AzureConfigKey;
+    const ENV: &'static str = "AZURE_";
+    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
+        MicrosoftAzureBuilder::new()
+            .with_client_options(client)
+            .with_retry(retry)
+            .with_url(url)
+    }
+    fn is_timeout(key: &Self::Key) -> bool {
+        matches!(key, AzureConfigKey::Client(ClientConfigKey::Timeout))
+    }
+    fn set(self, key: Self::Key, value: String) -> Self {
+        self.with_config(key, value)
+    }
+    fn after_keys(self, env: &Env) -> Self {
+        match env_var(env, "IDENTITY_ENDPOINT") {
+            Some(endpoint) => self.with_msi_endpoint(endpoint),
+            None => self,
+        }
+    }
+    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+        Ok(Arc::new(self.build()?))
     }
 }
 
@@ -562,12 +627,22 @@ fn shorten(mut message: String) -> String {
 }
 
 /// The HTTP status in an object_store retry message ("... non-2xx status code: 503 ...").
+///
+/// Read from the text because object_store 0.14.2 does not let us name its error: the status
+/// is in `client::retry::RetryError` (`status()`, `inner()` are public), but that module is
+/// `pub(crate)` and not re-exported, so no `downcast_ref` can reach it; its `Error` variants
+/// carry a status only as `NotFound` (404), `PermissionDenied` (403), `Unauthenticated` (401),
+/// `NotModified` (304), `Precondition` (412) and `AlreadyExists` (409), and every other status
+/// is a `Generic` whose source is that `RetryError`.
 fn status_in(message: &str) -> Option<u16> {
     let (_, rest) = message.split_once("status code: ")?;
     rest.get(..3)?.parse().ok()
 }
 
 /// The attempts in an object_store retry message ("..., after 3 retries, ...").
+///
+/// object_store 0.14.2 keeps the count in a private field of `RetryError` with no accessor
+/// (its public `retry::RetryContext::attempt` is for multipart-upload policies only).
 fn attempts_in(message: &str) -> Option<u32> {
     let (_, rest) = message.split_once("after ")?;
     let (retries, _) = rest.split_once(" retries")?;
@@ -577,7 +652,7 @@ fn attempts_in(message: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PyKind;
+    use crate::ErrorKind;
     use crate::runtime::Runtime;
     use crate::test_server::{Reply, TestServer};
     use object_store::memory::InMemory;
@@ -633,13 +708,8 @@ mod tests {
             missing.to_string().starts_with("InMemory/tiles/missing: "),
             "{missing}"
         );
-        assert_eq!(
-            missing.python_kind(),
-            PyKind::OSError {
-                errno: None,
-                kind: Some(io::ErrorKind::NotFound)
-            }
-        );
+        assert_eq!(missing.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
+        assert_eq!(missing.raw_os_error(), None);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
         assert!(
             matches!(
@@ -881,9 +951,11 @@ mod tests {
     ) -> ObjectStoreDataset {
         let options = ObjectStoreOptions {
             options: vec![("allow_http".into(), "true".into())],
-            timeout,
-            retry: fast(2),
-            max_bytes,
+            fetch: FetchOptions {
+                timeout,
+                retry: fast(2),
+                max_bytes,
+            },
         };
         ObjectStoreDataset::new(
             &server.url("/bucket/pre"),
@@ -976,7 +1048,7 @@ mod tests {
         let dataset = http_dataset(&server, &["slow"], Some(Duration::from_millis(100)), 10);
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(&error, Error::Timeout { .. }), "{error:?}");
-        assert_eq!(error.python_kind(), PyKind::TimeoutError);
+        assert_eq!(error.kind(), ErrorKind::TimedOut);
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Retry settings and the retry loop shared by the HTTP and file datasets (on `backon`).
 
+// The loop is the HTTP and file datasets' (object_store retries on its own).
+#![cfg_attr(not(any(feature = "http", feature = "file")), allow(dead_code))]
+
 use std::future::Future;
 use std::time::Duration;
 

@@ -257,14 +257,14 @@ mod tests {
             .block_on(async move {
                 inner
                     .block_on(async { 1 })
-                    .map_err(|e| (e.to_string(), e.python_kind()))
+                    .map_err(|e| (e.to_string(), e.kind()))
             })
             .unwrap();
         assert_eq!(
             nested,
             Err((
                 "block_on was called from inside an async runtime".to_owned(),
-                crate::PyKind::RuntimeError
+                crate::ErrorKind::Runtime
             ))
         );
     }

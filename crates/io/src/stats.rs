@@ -48,6 +48,7 @@ impl IoStats {
     }
 
     /// Attempt `n` (from 1) starts: every one after the first is a retry.
+    #[cfg_attr(not(any(feature = "http", feature = "file")), allow(dead_code))]
     pub(crate) fn attempt(&self, n: u32) {
         if n > 1 {
             self.retries.fetch_add(1, Ordering::Relaxed);

@@ -1,5 +1,7 @@
 //! A tiny HTTP/1.1 server on 127.0.0.1 for the tests, with scripted faults.
 
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

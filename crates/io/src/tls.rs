@@ -5,6 +5,9 @@
 //! forked child can share it). Every client gets a configuration of its own around that
 //! verifier, with its own session cache, so nothing else is shared between datasets.
 
+// The reqwest configuration is the `http` feature's only.
+#![cfg_attr(not(feature = "http"), allow(dead_code))]
+
 use std::sync::{Arc, Once, OnceLock};
 
 use rustls::client::WebPkiServerVerifier;

@@ -15,7 +15,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 
 use dlrs_core::LoadError;
-use dlrs_io::PyKind;
+use dlrs_io::ErrorKind;
 
 /// A configuration the core refused: always the caller's fault.
 pub fn core_error(e: &dlrs_core::Error) -> PyErr {
@@ -48,18 +48,22 @@ pub fn no_stop_iteration(py: Python<'_>, err: PyErr, what: &str) -> PyErr {
     wrapped
 }
 
-/// A `dlrs-io` error as the Python exception [`dlrs_io::Error::python_kind`] names: an I/O
-/// error becomes the `OSError` subclass of its kind (`FileNotFoundError` for `NotFound`, ...),
-/// with its errno when the OS gave one. Messages are already redacted by `dlrs-io`.
+/// A `dlrs-io` error as a Python exception, chosen from its [`dlrs_io::Error::kind`]: bad values
+/// and over-limit items are `ValueError`; an I/O error becomes the `OSError` subclass of its kind
+/// (`FileNotFoundError` for `NotFound`, ...), with its errno when the OS gave one; an HTTP status
+/// or a failed request is a plain `OSError`. Messages are already redacted by `dlrs-io`.
 pub fn io_error(e: &dlrs_io::Error) -> PyErr {
     let message = e.to_string();
-    match e.python_kind() {
-        PyKind::ValueError => PyValueError::new_err(message),
-        PyKind::TypeError => PyTypeError::new_err(message),
-        PyKind::IndexError => PyIndexError::new_err(message),
-        PyKind::TimeoutError => PyTimeoutError::new_err(message),
-        PyKind::RuntimeError => PyRuntimeError::new_err(message),
-        PyKind::OSError { errno, kind } => os_error(errno, kind, message),
+    match e.kind() {
+        ErrorKind::InvalidArgument | ErrorKind::TooLarge => PyValueError::new_err(message),
+        ErrorKind::InvalidType => PyTypeError::new_err(message),
+        ErrorKind::IndexOutOfRange => PyIndexError::new_err(message),
+        ErrorKind::TimedOut => PyTimeoutError::new_err(message),
+        ErrorKind::Runtime => PyRuntimeError::new_err(message),
+        ErrorKind::Io(kind) => os_error(e.raw_os_error(), Some(kind), message),
+        ErrorKind::Http(_) | ErrorKind::Request => os_error(None, None, message),
+        // Non-exhaustive: a kind added later is an I/O failure until it gets its own arm.
+        _ => os_error(e.raw_os_error(), None, message),
     }
 }
 

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use dlrs_core::{BatchCtx, Config, LoadError, Source};
 use dlrs_io::{
-    Column, Dataset, FileDataset, FileOptions, HttpDataset, HttpOptions, Runtime, fetch_many,
+    Column, Dataset, FetchOptions, FileDataset, HttpDataset, HttpOptions, Runtime, fetch_many,
 };
 use dlrs_transforms::{
     Batch, BatchLayout, Collator, Compose, Decode, Item, Normalize, ToChw, ToFloat, ToRgb,
@@ -67,7 +67,7 @@ pub fn run(
                 &format!("{}/{{file}}.bin", dir.0.display()),
                 vec![("file".to_owned(), Column::Ints(files))],
                 None,
-                FileOptions::default(),
+                FetchOptions::FILE,
             )?;
             let source = Fetch::new(Arc::new(dataset), config.item_concurrency)?;
             measure(name, source, config, items, args.epochs, &progress)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use dlrs_io::{
-    Column, Dataset, FileDataset, FileOptions, HttpDataset, HttpOptions, ObjectStoreDataset,
+    Column, Dataset, FetchOptions, FileDataset, HttpDataset, HttpOptions, ObjectStoreDataset,
     ObjectStoreOptions, RetryOptions, Target, Template,
 };
 
@@ -126,14 +126,21 @@ impl Items {
                 "--option is for s3://, gs:// and az:// templates only",
             ));
         }
-        let retry = RetryOptions::with_retries(settings.retries);
+        // One set of fetch settings; each kind keeps its own default timeout.
+        let (retry, timeout) = (
+            RetryOptions::with_retries(settings.retries),
+            settings.timeout,
+        );
+        let fetch = |defaults: FetchOptions| FetchOptions {
+            timeout: timeout.or(defaults.timeout),
+            retry,
+            max_bytes: settings.max_bytes,
+        };
         let (dataset, locations, base): (Arc<dyn Dataset>, Template, Option<String>) = match kind {
             Kind::Http => {
                 let options = HttpOptions {
+                    fetch: fetch(FetchOptions::HTTP),
                     headers: settings.headers,
-                    timeout: settings.timeout.or(HttpOptions::default().timeout),
-                    retry,
-                    max_bytes: settings.max_bytes,
                     ..HttpOptions::default()
                 };
                 let locations = Template::new(template, columns.clone(), length, Target::Url)?;
@@ -143,10 +150,8 @@ impl Items {
             Kind::Object => {
                 let (url, key) = split_object_template(template)?;
                 let options = ObjectStoreOptions {
+                    fetch: fetch(FetchOptions::OBJECT_STORE),
                     options: settings.options,
-                    timeout: settings.timeout,
-                    retry,
-                    max_bytes: settings.max_bytes,
                 };
                 let locations = Template::new(&key, columns.clone(), length, Target::Key)?;
                 let dataset =
@@ -159,11 +164,7 @@ impl Items {
             }
             Kind::File => {
                 let path = template.strip_prefix("file://").unwrap_or(template);
-                let options = FileOptions {
-                    timeout: settings.timeout,
-                    retry,
-                    max_bytes: settings.max_bytes,
-                };
+                let options = fetch(FetchOptions::FILE);
                 let locations = Template::new(path, columns.clone(), length, Target::Path)?;
                 let dataset = FileDataset::from_template(path, columns, length, options)?;
                 (Arc::new(dataset), locations, None)

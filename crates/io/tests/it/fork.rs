@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use dlrs_io::{
-    Dataset, FileDataset, FileOptions, HttpDataset, HttpOptions, ObjectStoreDataset,
+    Dataset, FetchOptions, FileDataset, HttpDataset, HttpOptions, ObjectStoreDataset,
     ObjectStoreOptions, Runtime,
 };
 
@@ -70,7 +70,7 @@ fn a_forked_child_rebuilds_the_runtime_and_clients() {
 
     let runtime = Runtime::new(Some(2)).unwrap();
     let http = HttpDataset::new(vec![format!("{base}/tile/0")], HttpOptions::default()).unwrap();
-    let files = FileDataset::new(vec![dir.join("item")], FileOptions::default()).unwrap();
+    let files = FileDataset::new(vec![dir.join("item")], FetchOptions::FILE).unwrap();
     let objects = ObjectStoreDataset::new(
         &format!("file://{}", dir.display()),
         vec!["item".into()],

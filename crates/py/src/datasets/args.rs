@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 
-use dlrs_io::{Column, RetryOptions};
+use dlrs_io::{Column, FetchOptions, RetryOptions};
 
 use crate::errors::io_error;
 
@@ -55,6 +55,24 @@ pub fn duration(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
     value
         .map(|v| dlrs_io::seconds(name, v).map_err(|e| io_error(&e)))
         .transpose()
+}
+
+/// The fetch options of every Rust dataset: `timeout` (already read), then `retries` (the
+/// dataset's default when not given), `backoff`, `max_backoff` and `max_bytes`, checked in
+/// that order.
+pub fn fetch(
+    timeout: Option<Duration>,
+    retries: Option<&Bound<'_, PyAny>>,
+    defaults: FetchOptions,
+    backoff: f64,
+    max_backoff: f64,
+    max_bytes: Option<&Bound<'_, PyAny>>,
+) -> PyResult<FetchOptions> {
+    Ok(FetchOptions {
+        timeout,
+        retry: retry(retries, defaults.retry.retries, backoff, max_backoff)?,
+        max_bytes: self::max_bytes(max_bytes)?,
+    })
 }
 
 /// `retries` (`default` when not given), `backoff`, `max_backoff`.

@@ -18,7 +18,7 @@ use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyType};
 
-use dlrs_io::{Dataset, FileOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
+use dlrs_io::{Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
 
 use crate::errors::io_error;
 
@@ -114,13 +114,21 @@ impl HttpDataset {
         max_backoff: f64,
         max_bytes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<HttpOptions> {
-        let defaults = HttpOptions::default();
+        let headers = args::str_pairs("headers", headers)?;
+        let timeout = args::duration("timeout", timeout)?;
+        let connect_timeout = args::duration("connect_timeout", connect_timeout)?;
+        let fetch = args::fetch(
+            timeout,
+            retries,
+            FetchOptions::HTTP,
+            backoff,
+            max_backoff,
+            max_bytes,
+        )?;
         Ok(HttpOptions {
-            headers: args::str_pairs("headers", headers)?,
-            timeout: args::duration("timeout", timeout)?,
-            connect_timeout: args::duration("connect_timeout", connect_timeout)?,
-            retry: args::retry(retries, defaults.retry.retries, backoff, max_backoff)?,
-            max_bytes: args::max_bytes(max_bytes)?,
+            fetch,
+            headers,
+            connect_timeout,
         })
     }
 
@@ -132,8 +140,8 @@ impl HttpDataset {
         }
         out.push_str(&format!(
             ", timeout={}, retries={}",
-            seconds_shown(options.timeout),
-            options.retry.retries
+            seconds_shown(options.fetch.timeout),
+            options.fetch.retry.retries
         ));
         out
     }
@@ -266,13 +274,16 @@ impl FileDataset {
         backoff: f64,
         max_backoff: f64,
         max_bytes: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<FileOptions> {
-        let defaults = FileOptions::default();
-        Ok(FileOptions {
-            timeout: args::duration("timeout", timeout)?,
-            retry: args::retry(retries, defaults.retry.retries, backoff, max_backoff)?,
-            max_bytes: args::max_bytes(max_bytes)?,
-        })
+    ) -> PyResult<FetchOptions> {
+        let timeout = args::duration("timeout", timeout)?;
+        args::fetch(
+            timeout,
+            retries,
+            FetchOptions::FILE,
+            backoff,
+            max_backoff,
+            max_bytes,
+        )
     }
 }
 
@@ -390,13 +401,17 @@ impl ObjectStoreDataset {
         max_backoff: f64,
         max_bytes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ObjectStoreOptions> {
-        let defaults = ObjectStoreOptions::default();
-        Ok(ObjectStoreOptions {
-            options: args::str_pairs("options", options)?,
-            timeout: args::duration("timeout", timeout)?,
-            retry: args::retry(retries, defaults.retry.retries, backoff, max_backoff)?,
-            max_bytes: args::max_bytes(max_bytes)?,
-        })
+        let options = args::str_pairs("options", options)?;
+        let timeout = args::duration("timeout", timeout)?;
+        let fetch = args::fetch(
+            timeout,
+            retries,
+            FetchOptions::OBJECT_STORE,
+            backoff,
+            max_backoff,
+            max_bytes,
+        )?;
+        Ok(ObjectStoreOptions { options, fetch })
     }
 
     fn shown_options(options: &ObjectStoreOptions) -> String {
@@ -404,8 +419,8 @@ impl ObjectStoreDataset {
         format!(
             ", options=[{}], timeout={}, retries={}",
             keys.join(", "),
-            seconds_shown(options.timeout),
-            options.retry.retries
+            seconds_shown(options.fetch.timeout),
+            options.fetch.retry.retries
         )
     }
 }
