@@ -309,6 +309,7 @@ pub fn collate_list(
     list: &Bound<'_, PyList>,
 ) -> PyResult<Py<PyAny>> {
     let (images, meta) = images_of(list)?;
+    // Not a wait (this thread's own CPU work): not sliced, like any Rust call.
     let batch = py
         .detach(|| {
             let refs: Vec<&Image> = images.iter().map(AsRef::as_ref).collect();

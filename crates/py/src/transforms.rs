@@ -288,6 +288,7 @@ impl PyTransform {
         let py = obj.py();
         let item = item_from_py(obj)?;
         let t = Arc::clone(&self.inner);
+        // This thread's own CPU work, not a wait: not sliced.
         let out = py.detach(move || t.apply(0, item)).map_err(rt_err)?;
         item_into_py(py, out)
     }

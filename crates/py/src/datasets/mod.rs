@@ -5,6 +5,9 @@
 //! - [`stage`]: the per-item transform on the loader's pool, as each item arrives.
 //! - [`rust`]: a Rust dataset as a core source (futures on tokio, no interpreter).
 //! - [`aio`]: a `PyAsyncDataset` as a core source (coroutines on the loader's asyncio loop).
+//!
+//! The constructors release the interpreter around CPU work only (parsing, building clients),
+//! not around a wait, so it is not sliced; `dataset[i]` waits through [`crate::seam`].
 
 pub mod aio;
 pub mod args;
@@ -21,9 +24,7 @@ use pyo3::types::{PyBytes, PyType};
 use dlrs_io::{Dataset, FileOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
 
 use crate::errors::io_error;
-
-/// How often a wait on the runtime checks for signals or a cancelled epoch.
-pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(20);
+use crate::seam::{SIGNAL_SLICE, Slice, wait_interruptibly};
 
 /// The runtime of `dataset[i]` outside any loader (one thread, built on first use).
 fn getitem_runtime() -> PyResult<&'static Runtime> {
@@ -50,17 +51,18 @@ fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py
         )));
     };
     let runtime = getitem_runtime()?;
-    let future = dataset.fetch(i as u64);
-    let outcome = py.detach(|| {
-        runtime.block_on_checked(future, CHECK_INTERVAL, || {
-            Python::attach(|py| py.check_signals())
-        })
-    });
-    match outcome {
-        Err(e) | Ok(Ok(Err(e))) => Err(io_error(&e)),
-        Ok(Err(interrupted)) => Err(interrupted),
-        Ok(Ok(Ok(bytes))) => Ok(PyBytes::new(py, &bytes).unbind()),
-    }
+    // Pinned here, so a slice that ends leaves the fetch running for the next one.
+    let mut future = std::pin::pin!(dataset.fetch(i as u64));
+    let outcome = wait_interruptibly(py, |slice| {
+        let slice = slice.unwrap_or(SIGNAL_SLICE);
+        match runtime.block_on_checked(future.as_mut(), slice, || Err(())) {
+            Ok(Err(())) => Slice::Pending,
+            Err(e) | Ok(Ok(Err(e))) => Slice::Ready(Err(e)),
+            Ok(Ok(Ok(bytes))) => Slice::Ready(Ok(bytes)),
+        }
+    })?;
+    let bytes = outcome.map_err(|e| io_error(&e))?;
+    Ok(PyBytes::new(py, &bytes).unbind())
 }
 
 /// The Rust dataset behind a Python object, or TypeError.

@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use dlrs_core::{BatchCtx, LoadError};
 use dlrs_io::{Dataset, Runtime};
 
-use super::CHECK_INTERVAL;
 use super::stage::Stage;
 use crate::errors::io_error;
 use crate::pipeline::{Loaded, Pipeline, Sample};
+use crate::seam::SIGNAL_SLICE;
 
 /// A spawned fetch that is aborted when dropped (an abandoned batch stops its requests).
 struct Spawned(JoinHandle<Result<Bytes, dlrs_io::Error>>);
@@ -46,13 +46,14 @@ impl Drop for Spawned {
 }
 
 /// Runs `future` on `runtime` from a worker thread, giving up when the epoch is abandoned
-/// (dropping the future cancels what it started).
+/// (dropping the future cancels what it started). Checked every [`SIGNAL_SLICE`], the one
+/// slice of the loader's waits (workers wait here, so no signal is checked).
 pub(crate) fn wait_batch<T>(
     runtime: &Runtime,
     future: impl Future<Output = PyResult<T>>,
     ctx: &BatchCtx,
 ) -> Result<T, LoadError<PyErr>> {
-    let outcome = runtime.block_on_checked(future, CHECK_INTERVAL, || {
+    let outcome = runtime.block_on_checked(future, SIGNAL_SLICE, || {
         if ctx.is_cancelled() { Err(()) } else { Ok(()) }
     });
     match outcome {
