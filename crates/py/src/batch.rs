@@ -287,9 +287,7 @@ fn images_of(list: &Bound<'_, PyList>) -> PyResult<ImagesAndMeta> {
         return Err(PyTypeError::new_err(format!(
             "ImageCollator takes Image objects or (Image, metadata) pairs; item {i} of the batch is \
              {} (make an Image with a dataloader_rs.transforms transform or Image.from_array)",
-            item.get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            crate::text::type_name(&item)
         )));
     }
     Ok((images, meta))

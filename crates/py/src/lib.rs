@@ -11,6 +11,7 @@
 //! - [`worker`]: `get_worker_info()` and per-item seeds on the loader's threads.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //! - [`gc`]: what the loader's pyclasses report to the garbage collector.
+//! - [`text`]: how Python objects are named in error messages.
 //! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
 //!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
 //!
@@ -32,6 +33,7 @@ pub mod pipeline;
 pub mod run;
 pub mod seam;
 pub mod source;
+pub mod text;
 pub mod transforms;
 pub mod worker;
 

@@ -651,10 +651,7 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
         }
         PyTypeError::new_err(format!(
             "sampler must be an iterable of ints, got {}",
-            sampler
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            crate::text::type_name(sampler)
         ))
     })?;
     let mut out = Indices::with_capacity(sampler.len().unwrap_or(0));
@@ -675,10 +672,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
     let iter = batch_sampler.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "batch_sampler must be an iterable of lists of ints, got {}",
-            batch_sampler
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            crate::text::type_name(batch_sampler)
         ))
     })?;
     let mut out = Indices::default();
@@ -690,10 +684,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
             PyTypeError::new_err(format!(
                 "the batch sampler yielded {} of type {}: each batch must be an iterable of indices",
                 batch.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string()),
-                batch
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+                crate::text::type_name(&batch)
             ))
         })?;
         for item in items {
@@ -708,10 +699,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
 
 fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
     let bad_type = || {
-        let ty = item
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let ty = crate::text::type_name(item);
         let shown = item
             .repr()
             .map_or_else(|_| "?".to_owned(), |r| r.to_string());

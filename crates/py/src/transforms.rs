@@ -14,6 +14,7 @@ use dlrs_transforms::{Item, Transform};
 use crate::batch::{ImageBatch, ImageCollator};
 use crate::errors::image_error;
 use crate::image::{PyImage, from_array};
+use crate::text::type_name;
 
 /// Adds the transform classes, `Image`, `ImageCollator` and `ImageBatch` to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -42,12 +43,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ----- arguments -----
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-}
 
 fn shown(obj: &Bound<'_, PyAny>) -> String {
     obj.repr()

@@ -15,6 +15,7 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use dlrs_core::sync::{lock, lock_mut};
 use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
@@ -58,10 +59,7 @@ impl Deliver {
 impl Drop for Deliver {
     fn drop(&mut self) {
         // Items that never arrived (a cancelled or failed batch) are no longer in flight.
-        let starts = self
-            .starts
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let starts = lock_mut(&mut self.starts);
         self.stats.abandoned(starts.iter().flatten().count());
     }
 }
@@ -69,10 +67,7 @@ impl Drop for Deliver {
 impl Deliver {
     /// Calls `f` on the start slot of item `pos` (of every item, for `None`), under its lock.
     fn each_start(&self, pos: Option<usize>, mut f: impl FnMut(&mut Option<Option<Instant>>)) {
-        let mut starts = self
-            .starts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut starts = lock(&self.starts);
         let range = pos.map_or(0..starts.len(), |p| p..p + 1);
         for slot in starts.get_mut(range).into_iter().flatten() {
             f(slot);

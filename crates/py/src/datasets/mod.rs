@@ -78,9 +78,7 @@ pub fn rust_dataset(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dataset>> {
     }
     Err(PyTypeError::new_err(format!(
         "expected HttpDataset, FileDataset or ObjectStoreDataset, got {}",
-        obj.get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        crate::text::type_name(obj)
     )))
 }
 

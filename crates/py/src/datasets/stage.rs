@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use futures::channel::oneshot;
 use pyo3::PyTraverseError;
@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use tokio::sync::Semaphore;
 
 use dlrs_core::Pool;
+use dlrs_core::sync::{lock, lock_mut, panic_message};
 
 use crate::gc::only;
 use crate::pipeline::{Pipeline, Sample};
@@ -34,7 +35,7 @@ struct PerPid {
 
 impl Workers {
     fn get(&self) -> PerPid {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.state);
         let pid = dlrs_core::pid::current();
         match &*state {
             Some(current) if current.pid == pid => current.clone(),
@@ -58,7 +59,7 @@ impl Workers {
 
 impl Drop for Workers {
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let state = lock_mut(&mut self.state);
         if let Some(current) = state.take() {
             if current.pid == dlrs_core::pid::current() {
                 current.pool.shutdown();
@@ -140,11 +141,7 @@ impl Stage {
                     })
                 }))
                 .unwrap_or_else(|payload| {
-                    let message = payload
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| payload.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".to_owned());
+                    let message = panic_message(&*payload, "a panic");
                     Err(PyRuntimeError::new_err(format!(
                         "the transform of item {index} panicked: {message}"
                     )))
