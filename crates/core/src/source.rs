@@ -112,6 +112,12 @@ impl BatchCtx {
         self.cancelled.id()
     }
 
+    /// The loader's pool (of this process), for other work of the batch that needs threads.
+    #[must_use]
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     /// How many items of one batch may be fetched at once.
     #[must_use]
     pub fn item_concurrency(&self) -> usize {

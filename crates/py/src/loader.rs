@@ -595,8 +595,10 @@ impl Loader {
         // Rust and async sources skip through their stage's pipeline.
         let skipper = Arc::clone(&stage.pipeline().skipper);
         let source = make(Arc::new(runtime), stage);
+        // The transform runs on the loader's pool: its threads are kept there too.
         let inner =
-            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+            dlrs_core::Loader::with_extra_threads(source, common.async_config(), transform_threads)
+                .map_err(|e| core_error(&e))?;
         Ok(Self {
             inner,
             shuffle: common.shuffle(),

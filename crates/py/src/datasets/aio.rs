@@ -188,7 +188,7 @@ impl AsyncSource {
         })
         .map_err(LoadError::Source)?;
         let mut guard = CancelOnDrop(Some(future));
-        let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx.epoch_id()), ctx)?;
+        let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx), ctx)?;
         // Every item arrived: the coroutine is finishing by itself.
         guard.0 = None;
         let (samples, kept) = kept_samples(slots, indices);
@@ -205,8 +205,9 @@ impl AsyncSource {
         &self,
         mut arrivals: mpsc::UnboundedReceiver<Arrival>,
         indices: &[u64],
-        epoch: usize,
+        ctx: &BatchCtx,
     ) -> PyResult<Vec<Option<Sample>>> {
+        let epoch = ctx.epoch_id();
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
         let mut filled = 0;
@@ -255,7 +256,7 @@ impl AsyncSource {
                         )));
                     };
                     arrived += 1;
-                    let transform = self.stage.transform(index, Sample::Py(value));
+                    let transform = self.stage.transform(ctx.pool(), index, Sample::Py(value));
                     transforming.push(async move { (pos, transform.await) });
                 }
                 Either::Right(None) => {}

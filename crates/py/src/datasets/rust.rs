@@ -74,7 +74,7 @@ pub struct RustSource {
 impl RustSource {
     /// Loads one batch (on a worker thread).
     pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
-        let slots = wait_batch(&self.runtime, self.fetch(indices, ctx.epoch_id()), ctx)?;
+        let slots = wait_batch(&self.runtime, self.fetch(indices, ctx), ctx)?;
         let (samples, kept) = kept_samples(slots, indices);
         let items = kept.len();
         self.stage
@@ -86,7 +86,8 @@ impl RustSource {
 
     /// Fetches and transforms the items of `indices`, up to `item_concurrency` at once; the
     /// first failure abandons the rest, unless failed items are skipped (`None` slots).
-    async fn fetch(&self, indices: &[u64], epoch: usize) -> PyResult<Vec<Option<Sample>>> {
+    async fn fetch(&self, indices: &[u64], ctx: &BatchCtx) -> PyResult<Vec<Option<Sample>>> {
+        let (epoch, pool) = (ctx.epoch_id(), ctx.pool());
         let handle = self.runtime.handle().map_err(|e| io_error(&e))?;
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
@@ -109,7 +110,7 @@ impl RustSource {
                 let stage = &self.stage;
                 running.push(async move {
                     let result = match transformed.await {
-                        Ok(sample) => stage.transform(index, sample).await,
+                        Ok(sample) => stage.transform(pool, index, sample).await,
                         Err(e) => Err(e),
                     };
                     (pos, result)
