@@ -12,88 +12,19 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyType};
 
-use dlrs_core::{
-    BatchCtx, Config, Epoch, Indices, ItemStats, LoadError, Order, Recv, Shuffle, Source,
-};
+use dlrs_core::{Config, Epoch, Indices, ItemStats, Order, Recv, Shuffle};
 use dlrs_io::Runtime;
 
-use crate::datasets::aio::{AsyncSource, CloseOnDrop};
-use crate::datasets::rust::RustSource;
 use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
 use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
 use crate::gc::only;
-use crate::pipeline::{Loaded, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
-use crate::source::{Calls, PySource};
-
-/// What a loader loads: a Python dataset (on worker threads), a Rust dataset (futures on
-/// tokio) or a `PyAsyncDataset` (coroutines on the loader's event loop).
-pub enum AnySource {
-    Python(PySource),
-    Rust(RustSource),
-    Async(AsyncSource),
-}
-
-impl AnySource {
-    /// The per-item counters (kept by the source's pipeline).
-    fn item_stats(&self) -> &Arc<ItemStats> {
-        match self {
-            Self::Python(s) => &s.calls.pipeline.stats,
-            Self::Rust(s) => &s.stage.pipeline().stats,
-            Self::Async(s) => &s.stage.pipeline().stats,
-        }
-    }
-}
-
-impl Source for AnySource {
-    type Batch = Loaded;
-    type Error = PyErr;
-
-    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
-        let info = &self.pipeline().info;
-        crate::worker::scope(
-            info,
-            ctx.worker(),
-            ctx.epoch_number(),
-            None,
-            || match self {
-                Self::Python(s) => s.load_batch(indices, ctx),
-                Self::Rust(s) => s.load_batch(indices, ctx),
-                Self::Async(s) => s.load_batch(indices, ctx),
-            },
-        )
-    }
-
-    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
-        match self {
-            Self::Python(s) => s.session(f),
-            // These wait on tokio with the interpreter released.
-            Self::Rust(_) | Self::Async(_) => f(),
-        }
-    }
-}
-
-impl AnySource {
-    /// The transform and collation of the loader.
-    fn pipeline(&self) -> &Pipeline {
-        match self {
-            Self::Python(s) => &s.calls.pipeline,
-            Self::Rust(s) => s.stage.pipeline(),
-            Self::Async(s) => s.stage.pipeline(),
-        }
-    }
-
-    /// Visits the source's Python objects (for `__traverse__`).
-    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match self {
-            Self::Python(s) => s.visit(visit),
-            Self::Rust(s) => s.stage.visit(visit),
-            Self::Async(s) => s.visit(visit),
-        }
-    }
-}
+use crate::sources::aio::CloseOnDrop;
+use crate::sources::python::Calls;
+use crate::sources::{AnySource, AsyncSource, PySource, RustSource};
 
 /// The arguments every loader takes, as `PyDataloader` checked them.
 struct Common {

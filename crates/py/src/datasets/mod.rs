@@ -1,17 +1,14 @@
-//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`), and
-//! the sources that load async and Rust datasets on the loader's tokio runtime.
+//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`);
+//! the sources that load them are in [`crate::sources`].
 //!
 //! - [`args`]: reading the constructors' arguments.
-//! - [`stage`]: the per-item transform on the loader's pool, as each item arrives.
-//! - [`rust`]: a Rust dataset as a core source (futures on tokio, no interpreter).
-//! - [`aio`]: a `PyAsyncDataset` as a core source (coroutines on the loader's asyncio loop).
+//! - [`stage`]: the per-item transform of async and Rust datasets on the loader's pool, as each
+//!   item arrives.
 //!
 //! The constructors release the interpreter around CPU work only (parsing, building clients),
 //! not around a wait, so it is not sliced; `dataset[i]` waits through [`crate::seam`].
 
-pub mod aio;
 pub mod args;
-pub mod rust;
 pub mod stage;
 
 use std::sync::{Arc, OnceLock};

@@ -19,8 +19,8 @@ use dlrs_core::sync::{lock, lock_mut};
 use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
-use super::rust::{kept_samples, skip_or_fail, wait_batch};
-use super::stage::Stage;
+use super::{kept_samples, skip_or_fail, wait_batch};
+use crate::datasets::stage::Stage;
 use crate::pipeline::{Loaded, Sample};
 
 /// One item (or the whole batch, `pos` None) as the event loop delivered it.

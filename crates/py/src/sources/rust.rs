@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use dlrs_core::{BatchCtx, LoadError};
 use dlrs_io::{Dataset, Runtime};
 
-use super::stage::Stage;
+use super::{kept_samples, skip_or_fail, wait_batch};
+use crate::datasets::stage::Stage;
 use crate::errors::io_error;
-use crate::pipeline::{Loaded, Pipeline, Sample};
-use crate::seam::SIGNAL_SLICE;
+use crate::pipeline::{Loaded, Sample};
 
 /// A spawned fetch that is aborted when dropped (an abandoned batch stops its requests).
 struct Spawned(JoinHandle<Result<Bytes, dlrs_io::Error>>);
@@ -42,24 +42,6 @@ impl Future for Spawned {
 impl Drop for Spawned {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// Runs `future` on `runtime` from a worker thread, giving up when the epoch is abandoned
-/// (dropping the future cancels what it started). Checked every [`SIGNAL_SLICE`], the one
-/// slice of the loader's waits (workers wait here, so no signal is checked).
-pub(crate) fn wait_batch<T>(
-    runtime: &Runtime,
-    future: impl Future<Output = PyResult<T>>,
-    ctx: &BatchCtx,
-) -> Result<T, LoadError<PyErr>> {
-    let outcome = runtime.block_on_checked(future, SIGNAL_SLICE, || {
-        if ctx.is_cancelled() { Err(()) } else { Ok(()) }
-    });
-    match outcome {
-        Err(e) => Err(LoadError::Source(io_error(&e))),
-        Ok(Err(())) => Err(LoadError::Cancelled),
-        Ok(Ok(result)) => result.map_err(LoadError::Source),
     }
 }
 
@@ -124,28 +106,4 @@ impl RustSource {
         }
         Ok(slots)
     }
-}
-
-/// Ok when item `index` may be skipped (`max_failures`), else the error to fail the batch with
-/// (its own, or `TooManyFailures`).
-pub(crate) fn skip_or_fail(
-    pipeline: &Pipeline,
-    epoch: usize,
-    index: u64,
-    e: PyErr,
-) -> PyResult<()> {
-    let skipper = &pipeline.skipper;
-    if !skipper.enabled() {
-        return Err(e);
-    }
-    crate::attach::attach(|py| skipper.skip(py, epoch, index, &e))
-}
-
-/// The samples that arrived and their indices (skipped items left out).
-pub(crate) fn kept_samples(slots: Vec<Option<Sample>>, indices: &[u64]) -> (Vec<Sample>, Vec<u64>) {
-    slots
-        .into_iter()
-        .zip(indices)
-        .filter_map(|(s, &i)| s.map(|s| (s, i)))
-        .unzip()
 }
