@@ -245,6 +245,33 @@ except KeyboardInterrupt:
     assert proc.stdout.strip() == "interrupted"
 
 
+def test_ctrl_c_interrupts_a_next_without_workers_whose_items_block():
+    # No workers, items fetched two at a time: the consumer waits for item helpers, which
+    # must not keep Ctrl-C out while every item blocks.
+    script = """
+import os, signal, threading
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from dataloader_rs import PyDataloader, PyDataset
+release = threading.Event()
+class DS(PyDataset):
+    def __len__(self): return 4
+    def __getitem__(self, i):
+        release.wait()
+        return i
+it = iter(PyDataloader(DS(), batch_size=2, num_workers=0, item_concurrency=2))
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    next(it)
+except KeyboardInterrupt:
+    print("interrupted")
+finally:
+    release.set()
+"""
+    proc = run_script(script, timeout=30)
+    assert_clean_exit(proc)
+    assert proc.stdout.strip() == "interrupted", proc.stderr[-2000:]
+
+
 # --------------------------------------------------------------------------- samplers
 
 

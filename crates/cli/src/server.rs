@@ -25,7 +25,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io::{self, BufRead, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,8 @@ use futures::future::{Either, select};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+
+use dlrs_core::sync::lock;
 
 use crate::args::ServeArgs;
 
@@ -49,10 +51,6 @@ pub fn bytes_body(n: usize) -> Vec<u8> {
     (0..n)
         .map(|j| (j.wrapping_mul(31).wrapping_add(7)) as u8)
         .collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[derive(Debug, Default)]

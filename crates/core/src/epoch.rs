@@ -78,12 +78,9 @@ type Outcome<B, E> = Result<B, LoadError<E>>;
 /// A batch a worker finished: its number and outcome.
 type Finished<S> = (u64, Outcome<<S as Source>::Batch, <S as Source>::Error>);
 
+/// The message of a worker's panic.
 pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a worker panicked".to_owned())
+    crate::sync::panic_message(payload, "a worker panicked")
 }
 
 fn load<S: Source>(source: &S, indices: &[u64], ctx: &BatchCtx) -> Outcome<S::Batch, S::Error> {

@@ -116,11 +116,23 @@ impl<S: Source> Loader<S> {
     /// # Errors
     /// An invalid configuration.
     pub fn new(source: S, config: Config) -> Result<Self, Error> {
+        Self::with_extra_threads(source, config, 0)
+    }
+
+    /// A loader of `source` whose pool keeps `extra` threads beyond [`Config::pool_size`], for
+    /// the source's own jobs on [`crate::BatchCtx::pool`] (so they start no thread each).
+    ///
+    /// # Errors
+    /// An invalid configuration.
+    pub fn with_extra_threads(source: S, config: Config, extra: usize) -> Result<Self, Error> {
         config.validate()?;
         Ok(Self {
             source: Arc::new(source),
             config,
-            pool: Mutex::new(Pool::in_lot(config.pool_size(), &WORKERS)),
+            pool: Mutex::new(Pool::in_lot(
+                config.pool_size().saturating_add(extra),
+                &WORKERS,
+            )),
             epochs: AtomicU64::new(0),
             stats: Arc::default(),
         })

@@ -4,10 +4,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use crate::epoch::LoadError;
 use crate::pool::Pool;
-use crate::sync::{lock, wait};
+use crate::sync::{lock, wait, wait_timeout};
 
 /// Turns the dataset indices of one batch into a batch.
 ///
@@ -111,6 +112,12 @@ impl BatchCtx {
         self.cancelled.id()
     }
 
+    /// The loader's pool (of this process), for other work of the batch that needs threads.
+    #[must_use]
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     /// How many items of one batch may be fetched at once.
     #[must_use]
     pub fn item_concurrency(&self) -> usize {
@@ -151,14 +158,79 @@ impl BatchCtx {
         E: Send + 'static,
         F: Fn(u64) -> Result<T, E> + Send + Sync + 'static,
     {
-        let n = indices.len();
-        let helpers = self.item_concurrency.min(n).saturating_sub(1);
+        let helpers = self.item_concurrency.min(indices.len()).saturating_sub(1);
+        let shared = self.start_helpers(indices, f, helpers);
+        shared.work();
+        {
+            let mut running = lock(&shared.running_helpers);
+            while *running > 0 {
+                running = wait(&shared.helpers_done, running);
+            }
+        }
+        shared.results()
+    }
+
+    /// [`Self::map_items`] for a thread that must stay responsive (a consumer that checks for
+    /// Ctrl-C): it fetches no item itself, up to [`Self::item_concurrency`] helpers do, and it
+    /// waits for them at most `slice` at a time, calling `interrupted` between slices. When
+    /// that fails, no new item is started and its error is returned at once, without waiting
+    /// for the helpers (what they still deliver is dropped).
+    ///
+    /// # Errors
+    /// As [`Self::map_items`], or the error of `interrupted`.
+    pub fn map_items_interruptible<T, E, F>(
+        &self,
+        indices: &[u64],
+        f: F,
+        slice: Duration,
+        mut interrupted: impl FnMut() -> Result<(), E>,
+    ) -> Result<Vec<T>, LoadError<E>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        F: Fn(u64) -> Result<T, E> + Send + Sync + 'static,
+    {
+        let helpers = self.item_concurrency.min(indices.len());
+        let shared = self.start_helpers(indices, f, helpers);
+        let mut running = lock(&shared.running_helpers);
+        while *running > 0 {
+            let (g, timed_out) = wait_timeout(&shared.helpers_done, running, slice);
+            running = g;
+            if timed_out && *running > 0 {
+                drop(running);
+                if let Err(e) = interrupted() {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    return Err(LoadError::Source(e));
+                }
+                running = lock(&shared.running_helpers);
+            }
+        }
+        drop(running);
+        shared.results()
+    }
+
+    /// The shared state of one `map_items`, with `helpers` jobs working on it on the pool.
+    fn start_helpers<T, E, F>(
+        &self,
+        indices: &[u64],
+        f: F,
+        helpers: usize,
+    ) -> Arc<MapState<T, E, F>>
+    where
+        T: Send + 'static,
+        E: Send + 'static,
+        F: Fn(u64) -> Result<T, E> + Send + Sync + 'static,
+    {
         let shared = Arc::new(MapState {
             indices: indices.to_vec(),
             next: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             cancelled: self.cancelled.clone(),
-            results: Mutex::new(std::iter::repeat_with(|| None).take(n).collect()),
+            results: Mutex::new(
+                std::iter::repeat_with(|| None)
+                    .take(indices.len())
+                    .collect(),
+            ),
             running_helpers: Mutex::new(helpers),
             helpers_done: Condvar::new(),
             f,
@@ -174,24 +246,7 @@ impl BatchCtx {
                 }
             });
         }
-        shared.work();
-        {
-            let mut running = lock(&shared.running_helpers);
-            while *running > 0 {
-                running = wait(&shared.helpers_done, running);
-            }
-        }
-        let results = std::mem::take(&mut *lock(&shared.results));
-        let mut out = Vec::with_capacity(n);
-        for r in results {
-            match r {
-                Some(Ok(v)) => out.push(v),
-                Some(Err(e)) => return Err(e),
-                // An item was never started: something failed or the epoch was abandoned.
-                None => return Err(LoadError::Cancelled),
-            }
-        }
-        Ok(out)
+        shared
     }
 }
 
@@ -209,6 +264,21 @@ struct MapState<T, E, F> {
 }
 
 impl<T, E, F: Fn(u64) -> Result<T, E>> MapState<T, E, F> {
+    /// The results in the order of the indices, once every item was worked on.
+    fn results(&self) -> Result<Vec<T>, LoadError<E>> {
+        let results = std::mem::take(&mut *lock(&self.results));
+        let mut out = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                Some(Ok(v)) => out.push(v),
+                Some(Err(e)) => return Err(e),
+                // An item was never started: something failed or the epoch was abandoned.
+                None => return Err(LoadError::Cancelled),
+            }
+        }
+        Ok(out)
+    }
+
     fn work(&self) {
         loop {
             if self.stop.load(Ordering::Relaxed) || self.cancelled.is_set() {
@@ -234,7 +304,6 @@ impl<T, E, F: Fn(u64) -> Result<T, E>> MapState<T, E, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn ctx(k: usize) -> BatchCtx {
         BatchCtx {
@@ -296,5 +365,39 @@ mod tests {
             Err(LoadError::Panicked(m)) => assert_eq!(m, "item 5 broke"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn an_interruptible_map_returns_its_results_or_the_interruption() {
+        let c = ctx(3);
+        let idx: Vec<u64> = (0..20).collect();
+        let out = c
+            .map_items_interruptible(
+                &idx,
+                |i| Ok::<_, &str>(i * 2),
+                Duration::from_millis(1),
+                || Ok(()),
+            )
+            .unwrap();
+        assert_eq!(out, idx.iter().map(|i| i * 2).collect::<Vec<_>>());
+
+        // Items that never finish on their own: the interruption comes back without them.
+        let release = Arc::new((Mutex::new(false), Condvar::new()));
+        let r2 = Arc::clone(&release);
+        let r = c.map_items_interruptible(
+            &idx,
+            move |i| {
+                let mut go = lock(&r2.0);
+                while !*go {
+                    go = wait(&r2.1, go);
+                }
+                Ok(i)
+            },
+            Duration::from_millis(1),
+            || Err("interrupted"),
+        );
+        assert!(matches!(r, Err(LoadError::Source("interrupted"))));
+        *lock(&release.0) = true;
+        release.1.notify_all();
     }
 }

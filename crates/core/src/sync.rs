@@ -1,4 +1,5 @@
-//! Lock helpers: a poisoned lock (a panic while holding it) is not a reason to stop delivering.
+//! Lock helpers: a poisoned lock (a panic while holding it) is not a reason to stop delivering;
+//! and the message of a caught panic.
 //!
 //! Every critical section in this crate leaves its state consistent before anything that can
 //! panic runs, so the data behind a poisoned lock is still valid and is used as is.
@@ -6,8 +7,15 @@
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks `m`, poisoned or not.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Locks `m` through `&mut` (no other thread holds it), poisoned or not.
+pub fn lock_mut<T>(m: &mut Mutex<T>) -> &mut T {
+    m.get_mut()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub(crate) fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
@@ -28,4 +36,14 @@ pub(crate) fn wait_timeout<'a, T>(
             (g, r.timed_out())
         }
     }
+}
+
+/// The message of a caught panic's payload (`panic!` with a literal or a format), or `fallback`.
+#[must_use]
+pub fn panic_message(payload: &(dyn std::any::Any + Send), fallback: &str) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| fallback.to_owned())
 }

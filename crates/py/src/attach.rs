@@ -239,6 +239,7 @@ pub fn forked_child() {
 pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
     EXITING.store(true, Ordering::SeqCst);
     dlrs_core::source::abandon_live_epochs();
+    // Not sliced: bounded (`EXIT_WAIT`), and a KeyboardInterrupt here would skip the shutdown.
     let attached = py.detach(|| {
         let start = Instant::now();
         loop {

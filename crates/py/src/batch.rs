@@ -287,9 +287,7 @@ fn images_of(list: &Bound<'_, PyList>) -> PyResult<ImagesAndMeta> {
         return Err(PyTypeError::new_err(format!(
             "ImageCollator takes Image objects or (Image, metadata) pairs; item {i} of the batch is \
              {} (make an Image with a dataloader_rs.transforms transform or Image.from_array)",
-            item.get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            crate::text::type_name(&item)
         )));
     }
     Ok((images, meta))
@@ -309,6 +307,7 @@ pub fn collate_list(
     list: &Bound<'_, PyList>,
 ) -> PyResult<Py<PyAny>> {
     let (images, meta) = images_of(list)?;
+    // Not a wait (this thread's own CPU work): not sliced, like any Rust call.
     let batch = py
         .detach(|| {
             let refs: Vec<&Image> = images.iter().map(AsRef::as_ref).collect();

@@ -1,7 +1,6 @@
 //! `cli_main`: the `dlrs` console script's way into the Rust command (`dlrs_cli`).
 
 use std::ffi::OsString;
-use std::sync::Mutex;
 use std::sync::mpsc::{self, RecvTimeoutError};
 
 use pyo3::prelude::*;
@@ -24,10 +23,7 @@ pub fn cli_main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
             let status = dlrs_cli::run_status(argv.into_iter().map(OsString::from));
             let _ = tx.send(status);
         })?;
-    // The waits take turns on one thread; the lock only makes the receiver shareable.
-    let rx = Mutex::new(rx);
-    wait_interruptibly(py, |timeout| {
-        let rx = rx.lock().unwrap_or_else(|e| e.into_inner());
+    wait_interruptibly(py, move |timeout| {
         let received = match timeout {
             Some(t) => rx.recv_timeout(t),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),

@@ -13,6 +13,7 @@ use dlrs_transforms::{Dtype, Error, Image, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 
 use crate::dlpack::{self, Owner, Request, View};
 use crate::errors::image_error;
+use crate::text::type_name;
 
 /// An image: `height × width × channels` uint8 or float32 values, HWC or CHW.
 #[pyclass(frozen, module = "dataloader_rs", name = "Image")]
@@ -45,12 +46,6 @@ pub fn layout_name(layout: Layout) -> &'static str {
         Layout::Hwc => "hwc",
         Layout::Chw => "chw",
     }
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
 #[pymethods]

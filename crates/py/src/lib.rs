@@ -1,16 +1,17 @@
 //! The Python bindings of dataloader-rs: the `dataloader_rs._native` extension module.
 //!
 //! - [`loader`]: the native loader over a Python dataset and the iterator of an epoch.
-//! - [`source`]: a Python dataset as a core `Source` (getitem, getitems).
+//! - [`sources`]: the core sources of a loader: Python, Rust and async datasets.
 //! - [`pipeline`]: what happens to each item after its fetch: transform, collation.
 //! - [`run`]: sharding, resume progress and skipped samples, kept across epochs.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
 //! - [`attach`]: the loader's threads attach to the interpreter keeping one thread state each.
-//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, and the sources of async
-//!   and Rust datasets.
+//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset` and their arguments, and
+//!   the transform stage of async and Rust datasets.
 //! - [`worker`]: `get_worker_info()` and per-item seeds on the loader's threads.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //! - [`gc`]: what the loader's pyclasses report to the garbage collector.
+//! - [`text`]: how Python objects are named in error messages.
 //! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
 //!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
 //!
@@ -31,7 +32,8 @@ pub mod loader;
 pub mod pipeline;
 pub mod run;
 pub mod seam;
-pub mod source;
+pub mod sources;
+pub mod text;
 pub mod transforms;
 pub mod worker;
 

@@ -12,88 +12,19 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyType};
 
-use dlrs_core::{
-    BatchCtx, Config, Epoch, Indices, ItemStats, LoadError, Order, Recv, Shuffle, Source,
-};
+use dlrs_core::{Config, Epoch, Indices, ItemStats, Order, Recv, Shuffle};
 use dlrs_io::Runtime;
 
-use crate::datasets::aio::{AsyncSource, CloseOnDrop};
-use crate::datasets::rust::RustSource;
 use crate::datasets::rust_dataset;
 use crate::datasets::stage::Stage;
 use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
 use crate::gc::only;
-use crate::pipeline::{Loaded, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
-use crate::source::{Calls, PySource};
-
-/// What a loader loads: a Python dataset (on worker threads), a Rust dataset (futures on
-/// tokio) or a `PyAsyncDataset` (coroutines on the loader's event loop).
-pub enum AnySource {
-    Python(PySource),
-    Rust(RustSource),
-    Async(AsyncSource),
-}
-
-impl AnySource {
-    /// The per-item counters (kept by the source's pipeline).
-    fn item_stats(&self) -> &Arc<ItemStats> {
-        match self {
-            Self::Python(s) => &s.calls.pipeline.stats,
-            Self::Rust(s) => &s.stage.pipeline().stats,
-            Self::Async(s) => &s.stage.pipeline().stats,
-        }
-    }
-}
-
-impl Source for AnySource {
-    type Batch = Loaded;
-    type Error = PyErr;
-
-    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
-        let info = &self.pipeline().info;
-        crate::worker::scope(
-            info,
-            ctx.worker(),
-            ctx.epoch_number(),
-            None,
-            || match self {
-                Self::Python(s) => s.load_batch(indices, ctx),
-                Self::Rust(s) => s.load_batch(indices, ctx),
-                Self::Async(s) => s.load_batch(indices, ctx),
-            },
-        )
-    }
-
-    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
-        match self {
-            Self::Python(s) => s.session(f),
-            // These wait on tokio with the interpreter released.
-            Self::Rust(_) | Self::Async(_) => f(),
-        }
-    }
-}
-
-impl AnySource {
-    /// The transform and collation of the loader.
-    fn pipeline(&self) -> &Pipeline {
-        match self {
-            Self::Python(s) => &s.calls.pipeline,
-            Self::Rust(s) => s.stage.pipeline(),
-            Self::Async(s) => s.stage.pipeline(),
-        }
-    }
-
-    /// Visits the source's Python objects (for `__traverse__`).
-    fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match self {
-            Self::Python(s) => s.visit(visit),
-            Self::Rust(s) => s.stage.visit(visit),
-            Self::Async(s) => s.visit(visit),
-        }
-    }
-}
+use crate::sources::aio::CloseOnDrop;
+use crate::sources::python::Calls;
+use crate::sources::{AnySource, AsyncSource, PySource, RustSource};
 
 /// The arguments every loader takes, as `PyDataloader` checked them.
 struct Common {
@@ -595,8 +526,10 @@ impl Loader {
         // Rust and async sources skip through their stage's pipeline.
         let skipper = Arc::clone(&stage.pipeline().skipper);
         let source = make(Arc::new(runtime), stage);
+        // The transform runs on the loader's pool: its threads are kept there too.
         let inner =
-            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+            dlrs_core::Loader::with_extra_threads(source, common.async_config(), transform_threads)
+                .map_err(|e| core_error(&e))?;
         Ok(Self {
             inner,
             shuffle: common.shuffle(),
@@ -651,10 +584,7 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
         }
         PyTypeError::new_err(format!(
             "sampler must be an iterable of ints, got {}",
-            sampler
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            crate::text::type_name(sampler)
         ))
     })?;
     let mut out = Indices::with_capacity(sampler.len().unwrap_or(0));
@@ -675,10 +605,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
     let iter = batch_sampler.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "batch_sampler must be an iterable of lists of ints, got {}",
-            batch_sampler
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            crate::text::type_name(batch_sampler)
         ))
     })?;
     let mut out = Indices::default();
@@ -690,10 +617,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
             PyTypeError::new_err(format!(
                 "the batch sampler yielded {} of type {}: each batch must be an iterable of indices",
                 batch.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string()),
-                batch
-                    .get_type()
-                    .name()
-                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+                crate::text::type_name(&batch)
             ))
         })?;
         for item in items {
@@ -708,10 +632,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
 
 fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
     let bad_type = || {
-        let ty = item
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let ty = crate::text::type_name(item);
         let shown = item
             .repr()
             .map_or_else(|_| "?".to_owned(), |r| r.to_string());
@@ -816,6 +737,9 @@ impl BatchIterator {
                 ))
             })?
         } else if self.inline_releases {
+            // The batch loads inside the core on this thread, which cannot return mid-batch to
+            // slice here: `PySource` waits for its item helpers in `SIGNAL_SLICE`s instead and
+            // checks signals between them.
             crate::attach::detach_counted(py, || self.epoch.recv(None))?
         } else {
             self.epoch.recv(None)

@@ -153,6 +153,7 @@ impl Pipeline {
             ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);
+                // This thread's own CPU work, not a wait: not sliced.
                 let out = py
                     .detach(|| t.apply(index, item))
                     .map_err(|e| image_error(&e))?;

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use dlrs_core::Order;
+use dlrs_core::sync::lock;
 
 /// Where the latest epoch stands.
 #[derive(Debug, Clone, Copy, Default)]
@@ -29,10 +30,6 @@ pub struct RunState {
     shard: Mutex<Option<(u64, u64)>>,
     resume_at: AtomicU64,
     progress: Mutex<Progress>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl RunState {
@@ -167,10 +164,7 @@ impl Skipper {
     /// Records that item `index` of epoch `epoch` ([`dlrs_core::BatchCtx::epoch_id`]) failed
     /// with `err`. Ok: skip it. Err: over the limit, a `TooManyFailures` with the epoch's record.
     pub fn skip(&self, py: Python<'_>, epoch: usize, index: u64, err: &PyErr) -> PyResult<()> {
-        let type_name = err
-            .get_type(py)
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let type_name = crate::text::name_of(&err.get_type(py));
         let message = err
             .value(py)
             .str()

@@ -1,5 +1,7 @@
 //! The one place where a Python call waits on Rust: the interpreter is released while waiting,
-//! and signals (Ctrl-C) are checked at least every [`SIGNAL_SLICE`].
+//! and signals (Ctrl-C) are checked at least every [`SIGNAL_SLICE`]. A wait that happens deep
+//! inside Rust code, on a thread that released the interpreter already, slices by
+//! [`SIGNAL_SLICE`] and checks with [`check_signals_detached`].
 
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ pub enum Slice<T> {
 /// timeout, so a result that is already there costs no hand-over.
 pub fn wait_interruptibly<T: Send>(
     py: Python<'_>,
-    poll: impl Fn(Option<Duration>) -> Slice<T> + Sync,
+    mut poll: impl FnMut(Option<Duration>) -> Slice<T> + Send,
 ) -> PyResult<T> {
     if let Slice::Ready(v) = poll(Some(Duration::ZERO)) {
         return Ok(v);
@@ -33,4 +35,10 @@ pub fn wait_interruptibly<T: Send>(
         }
         py.check_signals()?;
     }
+}
+
+/// Between two slices of a wait on a thread that released the interpreter: runs a pending
+/// signal handler and returns its exception (KeyboardInterrupt).
+pub fn check_signals_detached() -> PyResult<()> {
+    Python::attach(|py| py.check_signals())
 }

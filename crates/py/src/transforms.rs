@@ -14,6 +14,7 @@ use dlrs_transforms::{Item, Transform};
 use crate::batch::{ImageBatch, ImageCollator};
 use crate::errors::image_error;
 use crate::image::{PyImage, from_array};
+use crate::text::type_name;
 
 /// Adds the transform classes, `Image`, `ImageCollator` and `ImageBatch` to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -42,12 +43,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ----- arguments -----
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-}
 
 fn shown(obj: &Bound<'_, PyAny>) -> String {
     obj.repr()
@@ -288,6 +283,7 @@ impl PyTransform {
         let py = obj.py();
         let item = item_from_py(obj)?;
         let t = Arc::clone(&self.inner);
+        // This thread's own CPU work, not a wait: not sliced.
         let out = py.detach(move || t.apply(0, item)).map_err(rt_err)?;
         item_into_py(py, out)
     }

@@ -11,13 +11,7 @@ use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
 use dlrs_io::{Column, FetchOptions, RetryOptions};
 
 use crate::errors::io_error;
-
-fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-}
+use crate::text::type_name;
 
 /// A non-negative int argument (bools and other types are a TypeError, negative values a
 /// ValueError).

@@ -1,14 +1,14 @@
-//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`), and
-//! the sources that load async and Rust datasets on the loader's tokio runtime.
+//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`);
+//! the sources that load them are in [`crate::sources`].
 //!
 //! - [`args`]: reading the constructors' arguments.
-//! - [`stage`]: the per-item transform on the loader's pool, as each item arrives.
-//! - [`rust`]: a Rust dataset as a core source (futures on tokio, no interpreter).
-//! - [`aio`]: a `PyAsyncDataset` as a core source (coroutines on the loader's asyncio loop).
+//! - [`stage`]: the per-item transform of async and Rust datasets on the loader's pool, as each
+//!   item arrives.
+//!
+//! The constructors release the interpreter around CPU work only (parsing, building clients),
+//! not around a wait, so it is not sliced; `dataset[i]` waits through [`crate::seam`].
 
-pub mod aio;
 pub mod args;
-pub mod rust;
 pub mod stage;
 
 use std::sync::{Arc, OnceLock};
@@ -21,9 +21,7 @@ use pyo3::types::{PyBytes, PyType};
 use dlrs_io::{Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
 
 use crate::errors::io_error;
-
-/// How often a wait on the runtime checks for signals or a cancelled epoch.
-pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(20);
+use crate::seam::{SIGNAL_SLICE, Slice, wait_interruptibly};
 
 /// The runtime of `dataset[i]` outside any loader (one thread, built on first use).
 fn getitem_runtime() -> PyResult<&'static Runtime> {
@@ -50,17 +48,18 @@ fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py
         )));
     };
     let runtime = getitem_runtime()?;
-    let future = dataset.fetch(i as u64);
-    let outcome = py.detach(|| {
-        runtime.block_on_checked(future, CHECK_INTERVAL, || {
-            Python::attach(|py| py.check_signals())
-        })
-    });
-    match outcome {
-        Err(e) | Ok(Ok(Err(e))) => Err(io_error(&e)),
-        Ok(Err(interrupted)) => Err(interrupted),
-        Ok(Ok(Ok(bytes))) => Ok(PyBytes::new(py, &bytes).unbind()),
-    }
+    // Pinned here, so a slice that ends leaves the fetch running for the next one.
+    let mut future = std::pin::pin!(dataset.fetch(i as u64));
+    let outcome = wait_interruptibly(py, |slice| {
+        let slice = slice.unwrap_or(SIGNAL_SLICE);
+        match runtime.block_on_checked(future.as_mut(), slice, || Err(())) {
+            Ok(Err(())) => Slice::Pending,
+            Err(e) | Ok(Ok(Err(e))) => Slice::Ready(Err(e)),
+            Ok(Ok(Ok(bytes))) => Slice::Ready(Ok(bytes)),
+        }
+    })?;
+    let bytes = outcome.map_err(|e| io_error(&e))?;
+    Ok(PyBytes::new(py, &bytes).unbind())
 }
 
 /// The Rust dataset behind a Python object, or TypeError.
@@ -76,9 +75,7 @@ pub fn rust_dataset(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dataset>> {
     }
     Err(PyTypeError::new_err(format!(
         "expected HttpDataset, FileDataset or ObjectStoreDataset, got {}",
-        obj.get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        crate::text::type_name(obj)
     )))
 }
 

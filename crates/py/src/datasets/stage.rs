@@ -2,9 +2,10 @@
 //! as soon as it arrives, at most `min(num_workers × item_concurrency, CPUs)` at once, while the
 //! other items are still in flight; then the batch is collated.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use futures::channel::oneshot;
 use pyo3::PyTraverseError;
@@ -14,57 +15,27 @@ use pyo3::prelude::*;
 use tokio::sync::Semaphore;
 
 use dlrs_core::Pool;
+use dlrs_core::per_process::PerProcess;
+use dlrs_core::sync::panic_message;
 
 use crate::gc::only;
 use crate::pipeline::{Pipeline, Sample};
 
-/// The transform threads of one loader, rebuilt in a forked child.
-struct Workers {
+/// How many transforms of one loader may run at once, and their permits (per process: a
+/// forked child does not inherit the permits its parent's jobs hold).
+struct Permits {
     size: usize,
-    state: Mutex<Option<PerPid>>,
+    per_process: PerProcess<Arc<Semaphore>>,
 }
 
-/// The pool and the permits of one process.
-#[derive(Clone)]
-struct PerPid {
-    pid: u32,
-    pool: Pool,
-    permits: Arc<Semaphore>,
-}
-
-impl Workers {
-    fn get(&self) -> PerPid {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let pid = dlrs_core::pid::current();
-        match &*state {
-            Some(current) if current.pid == pid => current.clone(),
-            _ => {
-                // In a forked child, the parent's pool and permits belong to threads that do not
-                // exist here: leak them untouched.
-                if let Some(old) = state.take() {
-                    std::mem::forget(old);
-                }
-                let fresh = PerPid {
-                    pid,
-                    pool: Pool::new(self.size, "dataloader-rs"),
-                    permits: Arc::new(Semaphore::new(self.size)),
-                };
-                *state = Some(fresh.clone());
-                fresh
-            }
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(current) = state.take() {
-            if current.pid == dlrs_core::pid::current() {
-                current.pool.shutdown();
-            } else {
-                std::mem::forget(current);
-            }
+impl Permits {
+    fn get(&self) -> Arc<Semaphore> {
+        let built = self
+            .per_process
+            .get_or_try_init(|| Ok::<_, Infallible>(Arc::new(Semaphore::new(self.size))));
+        match built {
+            Ok(permits) => Arc::clone(permits),
+            Err(never) => match never {},
         }
     }
 }
@@ -72,16 +43,16 @@ impl Drop for Workers {
 /// The transform and collation of a loader over an async or Rust dataset.
 pub struct Stage {
     pipeline: Arc<Pipeline>,
-    /// The pool that runs the transform; None without a transform.
-    workers: Option<Workers>,
+    /// The transform's permits (it runs on the loader's pool); None without a transform.
+    workers: Option<Permits>,
 }
 
 impl Stage {
     /// The stage of `pipeline`, whose transform runs on up to `threads` (at least 1) threads.
     pub fn new(pipeline: Pipeline, threads: usize) -> Self {
-        let workers = pipeline.transform.is_some().then(|| Workers {
+        let workers = pipeline.transform.is_some().then(|| Permits {
             size: threads.max(1),
-            state: Mutex::new(None),
+            per_process: PerProcess::new(),
         });
         Self {
             pipeline: Arc::new(pipeline),
@@ -108,28 +79,30 @@ impl Stage {
         }
     }
 
-    /// Transforms item `index` on the pool; a future that is ready at once without a transform.
-    /// Dropping the future before the transform started skips it.
+    /// Transforms item `index` on `pool` (the loader's, [`dlrs_core::BatchCtx::pool`]); a
+    /// future that is ready at once without a transform. Dropping the future before the
+    /// transform started skips it.
     pub fn transform(
         &self,
+        pool: &Pool,
         index: u64,
         sample: Sample,
     ) -> impl Future<Output = PyResult<Sample>> + Send + 'static {
         let job = self
             .workers
             .as_ref()
-            .map(|w| (w.get(), Arc::clone(&self.pipeline)));
+            .map(|w| (w.get(), pool.clone(), Arc::clone(&self.pipeline)));
         let (worker, epoch) = crate::worker::current_at();
         async move {
-            let Some((workers, pipeline)) = job else {
+            let Some((permits, pool, pipeline)) = job else {
                 return Ok(sample);
             };
-            let permit = Arc::clone(&workers.permits)
+            let permit = permits
                 .acquire_owned()
                 .await
                 .map_err(|_| PyRuntimeError::new_err("the loader's transform pool was closed"))?;
             let (tx, rx) = oneshot::channel();
-            workers.pool.execute(move || {
+            pool.execute(move || {
                 let _permit = permit;
                 if tx.is_canceled() {
                     return; // the batch was abandoned
@@ -140,11 +113,7 @@ impl Stage {
                     })
                 }))
                 .unwrap_or_else(|payload| {
-                    let message = payload
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| payload.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".to_owned());
+                    let message = panic_message(&*payload, "a panic");
                     Err(PyRuntimeError::new_err(format!(
                         "the transform of item {index} panicked: {message}"
                     )))

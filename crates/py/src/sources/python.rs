@@ -224,7 +224,7 @@ impl Source for PySource {
             let (calls, epoch_id) = (Arc::clone(&self.calls), ctx.epoch_id());
             let first = indices.first().copied();
             let (worker, epoch) = (ctx.worker(), ctx.epoch_number());
-            let items = ctx.map_items(indices, move |i| {
+            let fetch = move |i: u64| {
                 let _fetching = calls.pipeline.stats.fetching();
                 crate::worker::scope(&calls.pipeline.info, worker, epoch, Some(i), || {
                     crate::worker::with_slot(|slot| {
@@ -235,7 +235,19 @@ impl Source for PySource {
                         })
                     })
                 })
-            })?;
+            };
+            let items = if ctx.worker().is_none() {
+                // The consumer's own thread (no workers) only waits, in slices, so Ctrl-C
+                // reaches it even while every item blocks.
+                ctx.map_items_interruptible(
+                    indices,
+                    fetch,
+                    crate::seam::SIGNAL_SLICE,
+                    crate::seam::check_signals_detached,
+                )?
+            } else {
+                ctx.map_items(indices, fetch)?
+            };
             return crate::attach::attach(|py| {
                 let kept: Vec<u64> = indices
                     .iter()

@@ -15,11 +15,12 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use dlrs_core::sync::{lock, lock_mut};
 use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
-use super::rust::{kept_samples, skip_or_fail, wait_batch};
-use super::stage::Stage;
+use super::{kept_samples, skip_or_fail, wait_batch};
+use crate::datasets::stage::Stage;
 use crate::pipeline::{Loaded, Sample};
 
 /// One item (or the whole batch, `pos` None) as the event loop delivered it.
@@ -58,10 +59,7 @@ impl Deliver {
 impl Drop for Deliver {
     fn drop(&mut self) {
         // Items that never arrived (a cancelled or failed batch) are no longer in flight.
-        let starts = self
-            .starts
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let starts = lock_mut(&mut self.starts);
         self.stats.abandoned(starts.iter().flatten().count());
     }
 }
@@ -69,10 +67,7 @@ impl Drop for Deliver {
 impl Deliver {
     /// Calls `f` on the start slot of item `pos` (of every item, for `None`), under its lock.
     fn each_start(&self, pos: Option<usize>, mut f: impl FnMut(&mut Option<Option<Instant>>)) {
-        let mut starts = self
-            .starts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut starts = lock(&self.starts);
         let range = pos.map_or(0..starts.len(), |p| p..p + 1);
         for slot in starts.get_mut(range).into_iter().flatten() {
             f(slot);
@@ -193,7 +188,7 @@ impl AsyncSource {
         })
         .map_err(LoadError::Source)?;
         let mut guard = CancelOnDrop(Some(future));
-        let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx.epoch_id()), ctx)?;
+        let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx), ctx)?;
         // Every item arrived: the coroutine is finishing by itself.
         guard.0 = None;
         let (samples, kept) = kept_samples(slots, indices);
@@ -210,8 +205,9 @@ impl AsyncSource {
         &self,
         mut arrivals: mpsc::UnboundedReceiver<Arrival>,
         indices: &[u64],
-        epoch: usize,
+        ctx: &BatchCtx,
     ) -> PyResult<Vec<Option<Sample>>> {
+        let epoch = ctx.epoch_id();
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
         let mut filled = 0;
@@ -260,7 +256,7 @@ impl AsyncSource {
                         )));
                     };
                     arrived += 1;
-                    let transform = self.stage.transform(index, Sample::Py(value));
+                    let transform = self.stage.transform(ctx.pool(), index, Sample::Py(value));
                     transforming.push(async move { (pos, transform.await) });
                 }
                 Either::Right(None) => {}

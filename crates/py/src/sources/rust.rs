@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use dlrs_core::{BatchCtx, LoadError};
 use dlrs_io::{Dataset, Runtime};
 
-use super::CHECK_INTERVAL;
-use super::stage::Stage;
+use super::{kept_samples, skip_or_fail, wait_batch};
+use crate::datasets::stage::Stage;
 use crate::errors::io_error;
-use crate::pipeline::{Loaded, Pipeline, Sample};
+use crate::pipeline::{Loaded, Sample};
 
 /// A spawned fetch that is aborted when dropped (an abandoned batch stops its requests).
 struct Spawned(JoinHandle<Result<Bytes, dlrs_io::Error>>);
@@ -45,23 +45,6 @@ impl Drop for Spawned {
     }
 }
 
-/// Runs `future` on `runtime` from a worker thread, giving up when the epoch is abandoned
-/// (dropping the future cancels what it started).
-pub(crate) fn wait_batch<T>(
-    runtime: &Runtime,
-    future: impl Future<Output = PyResult<T>>,
-    ctx: &BatchCtx,
-) -> Result<T, LoadError<PyErr>> {
-    let outcome = runtime.block_on_checked(future, CHECK_INTERVAL, || {
-        if ctx.is_cancelled() { Err(()) } else { Ok(()) }
-    });
-    match outcome {
-        Err(e) => Err(LoadError::Source(io_error(&e))),
-        Ok(Err(())) => Err(LoadError::Cancelled),
-        Ok(Ok(result)) => result.map_err(LoadError::Source),
-    }
-}
-
 /// A Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`), loaded a batch at a time.
 pub struct RustSource {
     pub dataset: Arc<dyn Dataset>,
@@ -73,7 +56,7 @@ pub struct RustSource {
 impl RustSource {
     /// Loads one batch (on a worker thread).
     pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
-        let slots = wait_batch(&self.runtime, self.fetch(indices, ctx.epoch_id()), ctx)?;
+        let slots = wait_batch(&self.runtime, self.fetch(indices, ctx), ctx)?;
         let (samples, kept) = kept_samples(slots, indices);
         let items = kept.len();
         self.stage
@@ -85,7 +68,8 @@ impl RustSource {
 
     /// Fetches and transforms the items of `indices`, up to `item_concurrency` at once; the
     /// first failure abandons the rest, unless failed items are skipped (`None` slots).
-    async fn fetch(&self, indices: &[u64], epoch: usize) -> PyResult<Vec<Option<Sample>>> {
+    async fn fetch(&self, indices: &[u64], ctx: &BatchCtx) -> PyResult<Vec<Option<Sample>>> {
+        let (epoch, pool) = (ctx.epoch_id(), ctx.pool());
         let handle = self.runtime.handle().map_err(|e| io_error(&e))?;
         let n = indices.len();
         let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
@@ -108,7 +92,7 @@ impl RustSource {
                 let stage = &self.stage;
                 running.push(async move {
                     let result = match transformed.await {
-                        Ok(sample) => stage.transform(index, sample).await,
+                        Ok(sample) => stage.transform(pool, index, sample).await,
                         Err(e) => Err(e),
                     };
                     (pos, result)
@@ -122,28 +106,4 @@ impl RustSource {
         }
         Ok(slots)
     }
-}
-
-/// Ok when item `index` may be skipped (`max_failures`), else the error to fail the batch with
-/// (its own, or `TooManyFailures`).
-pub(crate) fn skip_or_fail(
-    pipeline: &Pipeline,
-    epoch: usize,
-    index: u64,
-    e: PyErr,
-) -> PyResult<()> {
-    let skipper = &pipeline.skipper;
-    if !skipper.enabled() {
-        return Err(e);
-    }
-    crate::attach::attach(|py| skipper.skip(py, epoch, index, &e))
-}
-
-/// The samples that arrived and their indices (skipped items left out).
-pub(crate) fn kept_samples(slots: Vec<Option<Sample>>, indices: &[u64]) -> (Vec<Sample>, Vec<u64>) {
-    slots
-        .into_iter()
-        .zip(indices)
-        .filter_map(|(s, &i)| s.map(|s| (s, i)))
-        .unzip()
 }

@@ -1,0 +1,139 @@
+//! The core sources of a loader, one per kind of dataset, and what they share.
+//!
+//! - [`python`]: a Python dataset (`__getitem__` / `__getitems__` on the loader's threads).
+//! - [`rust`]: a Rust dataset (futures on the loader's tokio runtime, no interpreter).
+//! - [`aio`]: a `PyAsyncDataset` (coroutines on the loader's asyncio loop).
+//!
+//! [`AnySource`] is the one a loader holds; [`wait_batch`] is how the Rust and async sources
+//! wait for a batch on tokio.
+
+pub mod aio;
+pub mod python;
+pub mod rust;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use pyo3::PyTraverseError;
+use pyo3::gc::PyVisit;
+use pyo3::prelude::*;
+
+use dlrs_core::{BatchCtx, ItemStats, LoadError, Source};
+use dlrs_io::Runtime;
+
+use crate::errors::io_error;
+use crate::pipeline::{Loaded, Pipeline, Sample};
+use crate::seam::SIGNAL_SLICE;
+
+pub use aio::AsyncSource;
+pub use python::PySource;
+pub use rust::RustSource;
+
+/// What a loader loads: a Python dataset (on worker threads), a Rust dataset (futures on
+/// tokio) or a `PyAsyncDataset` (coroutines on the loader's event loop).
+pub enum AnySource {
+    Python(PySource),
+    Rust(RustSource),
+    Async(AsyncSource),
+}
+
+impl AnySource {
+    /// The per-item counters (kept by the source's pipeline).
+    pub(crate) fn item_stats(&self) -> &Arc<ItemStats> {
+        match self {
+            Self::Python(s) => &s.calls.pipeline.stats,
+            Self::Rust(s) => &s.stage.pipeline().stats,
+            Self::Async(s) => &s.stage.pipeline().stats,
+        }
+    }
+}
+
+impl Source for AnySource {
+    type Batch = Loaded;
+    type Error = PyErr;
+
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
+        let info = &self.pipeline().info;
+        crate::worker::scope(
+            info,
+            ctx.worker(),
+            ctx.epoch_number(),
+            None,
+            || match self {
+                Self::Python(s) => s.load_batch(indices, ctx),
+                Self::Rust(s) => s.load_batch(indices, ctx),
+                Self::Async(s) => s.load_batch(indices, ctx),
+            },
+        )
+    }
+
+    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+        match self {
+            Self::Python(s) => s.session(f),
+            // These wait on tokio with the interpreter released.
+            Self::Rust(_) | Self::Async(_) => f(),
+        }
+    }
+}
+
+impl AnySource {
+    /// The transform and collation of the loader.
+    pub(crate) fn pipeline(&self) -> &Pipeline {
+        match self {
+            Self::Python(s) => &s.calls.pipeline,
+            Self::Rust(s) => s.stage.pipeline(),
+            Self::Async(s) => s.stage.pipeline(),
+        }
+    }
+
+    /// Visits the source's Python objects (for `__traverse__`).
+    pub(crate) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Self::Python(s) => s.visit(visit),
+            Self::Rust(s) => s.stage.visit(visit),
+            Self::Async(s) => s.visit(visit),
+        }
+    }
+}
+
+/// Runs `future` on `runtime` from a worker thread, giving up when the epoch is abandoned
+/// (dropping the future cancels what it started). Checked every [`SIGNAL_SLICE`], the one
+/// slice of the loader's waits (workers wait here, so no signal is checked).
+pub(crate) fn wait_batch<T>(
+    runtime: &Runtime,
+    future: impl Future<Output = PyResult<T>>,
+    ctx: &BatchCtx,
+) -> Result<T, LoadError<PyErr>> {
+    let outcome = runtime.block_on_checked(future, SIGNAL_SLICE, || {
+        if ctx.is_cancelled() { Err(()) } else { Ok(()) }
+    });
+    match outcome {
+        Err(e) => Err(LoadError::Source(io_error(&e))),
+        Ok(Err(())) => Err(LoadError::Cancelled),
+        Ok(Ok(result)) => result.map_err(LoadError::Source),
+    }
+}
+
+/// Ok when item `index` may be skipped (`max_failures`), else the error to fail the batch with
+/// (its own, or `TooManyFailures`).
+pub(crate) fn skip_or_fail(
+    pipeline: &Pipeline,
+    epoch: usize,
+    index: u64,
+    e: PyErr,
+) -> PyResult<()> {
+    let skipper = &pipeline.skipper;
+    if !skipper.enabled() {
+        return Err(e);
+    }
+    crate::attach::attach(|py| skipper.skip(py, epoch, index, &e))
+}
+
+/// The samples that arrived and their indices (skipped items left out).
+pub(crate) fn kept_samples(slots: Vec<Option<Sample>>, indices: &[u64]) -> (Vec<Sample>, Vec<u64>) {
+    slots
+        .into_iter()
+        .zip(indices)
+        .filter_map(|(s, &i)| s.map(|s| (s, i)))
+        .unzip()
+}

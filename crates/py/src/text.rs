@@ -1,0 +1,14 @@
+//! How Python objects are named in error messages.
+
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// The name of `obj`'s type, or `?` when it has none.
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    name_of(&obj.get_type())
+}
+
+/// The name of `ty`, or `?` when it has none.
+pub fn name_of(ty: &Bound<'_, PyType>) -> String {
+    ty.name().map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
