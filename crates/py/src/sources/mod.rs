@@ -4,7 +4,7 @@
 //! - [`rust`]: a Rust dataset (futures on the loader's tokio runtime, no interpreter).
 //! - [`aio`]: a `PyAsyncDataset` (coroutines on the loader's asyncio loop).
 //!
-//! [`AnySource`] is the one a loader holds; [`wait_batch`] is how the Rust and async sources
+//! [`AnySource`] is the one a loader holds; `wait_batch` is how the Rust and async sources
 //! wait for a batch on tokio.
 
 pub mod aio;
