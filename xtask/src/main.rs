@@ -1,6 +1,6 @@
 //! Repeatable chores of the workspace: `cargo xtask <command>`.
 //!
-//! - `ci`: everything CI checks, in order: Rust lints and tests, ruff and mypy, the Python
+//! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, ruff and mypy, the Python
 //!   package built into a venv, stubtest (the stubs against the built extension), pytest; then the
 //!   same pytest suite on free-threaded CPython 3.13t.
 //! - `test`: cargo tests, then the Python package and pytest (no lints, no 3.13t).
@@ -140,7 +140,11 @@ fn lint() -> Result<()> {
         "--",
         "-D",
         "warnings",
-    ])
+    ])?;
+    // The API docs build without a broken link or a missing doc (`missing_docs` is on).
+    run(Command::new(env!("CARGO"))
+        .args(["doc", "--workspace", "--no-deps", "--quiet"])
+        .env("RUSTDOCFLAGS", "-D warnings"))
 }
 
 fn ruff(python: &Path) -> Result<()> {
