@@ -283,8 +283,8 @@ fn a_symlinked_subdirectory_in_out_is_refused() {
     symlink(&outside, out.join("sub")).unwrap();
     symlink(&outside, out.join("real/deeper")).unwrap();
     let template = format!("{}/item/{{index}}", server.base_url());
-    for name in ["sub/{index}", "real/deeper/x/{index}"] {
-        let a = args(&[
+    let one_named = |name: &str| {
+        args(&[
             &template,
             "--length",
             "1",
@@ -292,8 +292,10 @@ fn a_symlinked_subdirectory_in_out_is_refused() {
             out.to_str().unwrap(),
             "--name",
             name,
-        ]);
-        let report = prefetch(&a, quiet()).unwrap();
+        ])
+    };
+    for name in ["sub/{index}", "real/deeper/x/{index}"] {
+        let report = prefetch(&one_named(name), quiet()).unwrap();
         assert_eq!((report.fetched, report.failures.len()), (0, 1), "{name}");
         let error = &report.failures[0].error;
         assert!(
@@ -303,15 +305,11 @@ fn a_symlinked_subdirectory_in_out_is_refused() {
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "{name}");
     }
     // A real subdirectory is created and written to.
-    let a = args(&[
-        &template,
-        "--length",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-        "--name",
-        "real/new/{index}",
-    ]);
-    assert_eq!(prefetch(&a, quiet()).unwrap().fetched, 1);
+    assert_eq!(
+        prefetch(&one_named("real/new/{index}"), quiet())
+            .unwrap()
+            .fetched,
+        1
+    );
     assert_eq!(read(out.join("real/new/0")), "item-0");
 }

@@ -19,7 +19,7 @@ use dlrs_core::sync::{lock, lock_mut};
 use dlrs_core::{BatchCtx, ItemStats, LoadError};
 use dlrs_io::Runtime;
 
-use super::{kept_samples, skip_or_fail, wait_batch};
+use super::{collate_kept, skip_or_fail, wait_batch};
 use crate::datasets::stage::Stage;
 use crate::pipeline::{Loaded, Sample};
 
@@ -191,13 +191,7 @@ impl AsyncSource {
         let slots = wait_batch(&self.runtime, self.gather(rx, indices, ctx), ctx)?;
         // Every item arrived: the coroutine is finishing by itself.
         guard.0 = None;
-        let (samples, kept) = kept_samples(slots, indices);
-        let items = kept.len();
-        self.stage
-            .pipeline()
-            .collate_detached(samples, &kept)
-            .map(|batch| Loaded { batch, items })
-            .map_err(LoadError::Source)
+        collate_kept(self.stage.pipeline(), slots, indices)
     }
 
     /// Receives the items as the coroutine delivers them, transforming each as it arrives.

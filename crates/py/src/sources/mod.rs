@@ -130,10 +130,25 @@ pub(crate) fn skip_or_fail(
 }
 
 /// The samples that arrived and their indices (skipped items left out).
-pub(crate) fn kept_samples(slots: Vec<Option<Sample>>, indices: &[u64]) -> (Vec<Sample>, Vec<u64>) {
+fn kept_samples(slots: Vec<Option<Sample>>, indices: &[u64]) -> (Vec<Sample>, Vec<u64>) {
     slots
         .into_iter()
         .zip(indices)
         .filter_map(|(s, &i)| s.map(|s| (s, i)))
         .unzip()
+}
+
+/// The batch of the items that arrived in `slots` (skipped items, `None`, left out), collated
+/// by `pipeline`.
+pub(crate) fn collate_kept(
+    pipeline: &Pipeline,
+    slots: Vec<Option<Sample>>,
+    indices: &[u64],
+) -> Result<Loaded, LoadError<PyErr>> {
+    let (samples, kept) = kept_samples(slots, indices);
+    let items = kept.len();
+    pipeline
+        .collate_detached(samples, &kept)
+        .map(|batch| Loaded { batch, items })
+        .map_err(LoadError::Source)
 }

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use dlrs_core::{BatchCtx, LoadError};
 use dlrs_io::{Dataset, Runtime};
 
-use super::{kept_samples, skip_or_fail, wait_batch};
+use super::{collate_kept, skip_or_fail, wait_batch};
 use crate::datasets::stage::Stage;
 use crate::errors::io_error;
 use crate::pipeline::{Loaded, Sample};
@@ -57,13 +57,7 @@ impl RustSource {
     /// Loads one batch (on a worker thread).
     pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
         let slots = wait_batch(&self.runtime, self.fetch(indices, ctx), ctx)?;
-        let (samples, kept) = kept_samples(slots, indices);
-        let items = kept.len();
-        self.stage
-            .pipeline()
-            .collate_detached(samples, &kept)
-            .map(|batch| Loaded { batch, items })
-            .map_err(LoadError::Source)
+        collate_kept(self.stage.pipeline(), slots, indices)
     }
 
     /// Fetches and transforms the items of `indices`, up to `item_concurrency` at once; the
