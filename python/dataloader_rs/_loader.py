@@ -723,17 +723,16 @@ class PyDataloader(Generic[B]):
             raise ValueError(f"len(dataset) must be non-negative, got {n}")
         return n
 
+    # The two below serve the loader's own samplers, made only when no sampler was given.
+
     def _share_len(self) -> int:
-        """Items of an epoch for this rank."""
+        """Items of an epoch of the dataset for this rank."""
         self._apply_shard()
-        n = len(self._sampler) if self._sampler is not None else self._dataset_len()  # type: ignore[arg-type]
-        return self._native.share_len(n)
+        return self._native.share_len(self._dataset_len())
 
     def _epoch_order(self, epoch: int) -> list[int]:
         """The indices epoch ``epoch`` loads (this rank's share), without loading them."""
         self._apply_shard()
-        if self._sampler is not None:
-            return self._native.order_of(epoch, [int(i) for i in self._sampler], seed=self._dist_seed)
         return self._native.order_of(epoch, self._dataset_len(), seed=self._dist_seed)
 
     def __len__(self) -> int:
@@ -765,11 +764,10 @@ class PyDataloader(Generic[B]):
         """A loader pickles as its configuration, dataset and place in the run; threads are
         made again where it is unpickled (``ddp_spawn`` sends loaders to its processes so)."""
         args = {k: v for k, v in self._init_args.items() if v is not _MISSING}
+        # What a generator gave (or the drawn seeds) travels as plain seeds.
+        args["generator"] = None
         if self.shuffle:
             args["seed"] = self._native.seed
-            args["generator"] = None
-        elif args.get("generator") is not None:
-            args["generator"] = None
         args["_base_seed"] = self._base_seed
         return {"args": args, "epoch": self._native.epoch}
 

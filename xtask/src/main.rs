@@ -118,29 +118,15 @@ fn py_test(extra: &[String]) -> Result<()> {
 
 fn lint() -> Result<()> {
     cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--quiet",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
+    let clippy = |what: &[&str]| {
+        let mut args = vec!["clippy"];
+        args.extend_from_slice(what);
+        args.extend_from_slice(&["--all-targets", "--quiet", "--", "-D", "warnings"]);
+        cargo(&args)
+    };
+    clippy(&["--workspace"])?;
     // dlrs-io with only its `file` feature (no HTTP or TLS stack) still builds, warning-free.
-    cargo(&[
-        "clippy",
-        "-p",
-        "dlrs-io",
-        "--no-default-features",
-        "-F",
-        "file",
-        "--all-targets",
-        "--quiet",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
+    clippy(&["-p", "dlrs-io", "--no-default-features", "-F", "file"])?;
     // The API docs build without a broken link or a missing doc (`missing_docs` is on).
     run(Command::new(env!("CARGO"))
         .args(["doc", "--workspace", "--no-deps", "--quiet"])

@@ -277,26 +277,14 @@ impl Loader {
             .len()
     }
 
-    /// The indices epoch `epoch` loads (this rank's share), over `source`: a dataset length
-    /// (in order, or shuffled with the loader's seed or `seed`) or a sampler's list.
-    #[pyo3(signature = (epoch, source, *, seed=None))]
-    fn order_of(
-        &self,
-        epoch: u64,
-        source: &Bound<'_, PyAny>,
-        seed: Option<u64>,
-    ) -> PyResult<Vec<u64>> {
-        let order = if let Ok(len) = source.extract::<u64>() {
-            match (self.shuffle, seed) {
-                (Some(_), Some(seed)) => Shuffle::seeded(seed).order(len, epoch),
-                (Some(s), None) => s.order(len, epoch),
-                (None, _) => Order::Sequential { len },
-            }
-        } else {
-            Order::Explicit(Arc::new(read_sampler(source)?))
-        };
-        let order = self.run.shard(order, self.inner.config().drop_last);
-        Ok((0..order.len()).map(|p| order.get(p)).collect())
+    /// The indices epoch `epoch` over `len` items loads (this rank's share), in order or
+    /// shuffled with the loader's seed or `seed`.
+    #[pyo3(signature = (epoch, len, *, seed=None))]
+    fn order_of(&self, epoch: u64, len: u64, seed: Option<u64>) -> Vec<u64> {
+        let order = self
+            .run
+            .shard(self.order(len, epoch, seed), self.inner.config().drop_last);
+        (0..order.len()).map(|p| order.get(p)).collect()
     }
 
     /// Shards every later epoch: this loader loads rank `rank`'s share of `world_size`.
@@ -430,12 +418,7 @@ impl Loader {
     ) -> PyResult<BatchIterator> {
         let timeout = timeout_arg(timeout)?;
         let e = self.inner.advance_epoch();
-        let order = match (self.shuffle, seed) {
-            (Some(_), Some(seed)) => Shuffle::seeded(seed).order(len, e),
-            (Some(s), None) => s.order(len, e),
-            (None, _) => Order::Sequential { len },
-        };
-        Ok(self.start(order, e, timeout))
+        Ok(self.start(self.order(len, e, seed), e, timeout))
     }
 
     /// Starts the next epoch with the batches of `batch_sampler` (an iterable of iterables of
@@ -471,7 +454,17 @@ impl Loader {
 }
 
 impl Loader {
-    /// Starts an epoch of `plan` (never sharded: a batch sampler's batches are the user's).
+    /// Epoch `epoch`'s order over `len` items: in order, or shuffled with the loader's seed
+    /// (or with `seed` when given: the seed all ranks of a distributed run share).
+    fn order(&self, len: u64, epoch: u64, seed: Option<u64>) -> Order {
+        match (self.shuffle, seed) {
+            (Some(_), Some(seed)) => Shuffle::seeded(seed).order(len, epoch),
+            (Some(s), None) => s.order(len, epoch),
+            (None, _) => Order::Sequential { len },
+        }
+    }
+
+    /// Starts an epoch of `plan` (not sharded here: see `start`).
     fn start_plan(
         &self,
         plan: dlrs_core::EpochPlan,
@@ -540,18 +533,12 @@ impl Loader {
         })
     }
 
+    /// Starts an epoch of this rank's share of `order`, cut into batches of `batch_size`.
     fn start(&self, order: Order, number: u64, timeout: Option<Duration>) -> BatchIterator {
-        let config = *self.inner.config();
+        let config = self.inner.config();
         let order = self.run.shard(order, config.drop_last);
-        let epoch = self.skipper.start_epoch(
-            order.len(),
-            || {
-                self.inner
-                    .epoch_numbered(order, self.run.take_start(), number)
-            },
-            Epoch::id,
-        );
-        self.iterator(epoch, number, timeout)
+        let plan = dlrs_core::EpochPlan::new(order, config.batch_size, config.drop_last);
+        self.start_plan(plan, number, timeout)
     }
 }
 
