@@ -40,11 +40,7 @@ pub enum AnySource {
 impl AnySource {
     /// The per-item counters (kept by the source's pipeline).
     pub(crate) fn item_stats(&self) -> &Arc<ItemStats> {
-        match self {
-            Self::Python(s) => &s.calls.pipeline.stats,
-            Self::Rust(s) => &s.stage.pipeline().stats,
-            Self::Async(s) => &s.stage.pipeline().stats,
-        }
+        &self.pipeline().stats
     }
 }
 
