@@ -110,6 +110,33 @@ fn pytest(python: &Path, extra: &[String]) -> Result<()> {
         .args(extra))
 }
 
+/// The Rust programs of `examples/rust`, a package outside the workspace that depends on the
+/// library crates as a user's would: formatted, clippy-clean, its tests, and every example run
+/// (each checks its own results). It shares the workspace's target directory.
+fn rust_examples() -> Result<()> {
+    let manifest = root().join("examples/rust/Cargo.toml");
+    let manifest = manifest.to_str().context("a UTF-8 path")?;
+    let target = root().join("target");
+    let with_target = |args: &[&str]| -> Result<()> {
+        run(Command::new(env!("CARGO"))
+            .args(args)
+            .args(["--manifest-path", manifest])
+            .env("CARGO_TARGET_DIR", &target))
+    };
+    with_target(&["fmt", "--check"])?;
+    with_target(&["clippy", "--locked", "--all-targets", "--quiet", "--", "-D", "warnings"])?;
+    with_target(&["test", "--locked", "--quiet"])?;
+    let examples = std::fs::read_dir(root().join("examples/rust/examples"))?;
+    let mut names: Vec<String> = examples
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".rs").map(str::to_owned))
+        .collect();
+    names.sort();
+    for name in &names {
+        with_target(&["run", "--locked", "--quiet", "--example", name])?;
+    }
+    Ok(())
+}
+
 fn py_test(extra: &[String]) -> Result<()> {
     let python = venv()?;
     develop(&python, false)?;
@@ -263,6 +290,7 @@ fn main() -> Result<()> {
         "ci" => {
             lint()?;
             cargo(&["test", "--workspace", "--quiet"])?;
+            rust_examples()?;
             let python = venv()?;
             ruff(&python)?;
             develop(&python, false)?;

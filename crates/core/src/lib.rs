@@ -79,3 +79,7 @@ pub use pool::{Lot, Pool};
 pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};
 pub use source::{BatchCtx, Source};
 pub use stats::{Fetching, Histogram, ItemStats, StatsSnapshot};
+
+/// How long a wait of the loader may go without looking up whether to stop: a worker waiting on
+/// I/O checks that its epoch was not abandoned, a consumer in the bindings checks for Ctrl-C.
+pub const WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(50);

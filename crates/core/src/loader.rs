@@ -111,21 +111,14 @@ pub static WORKERS: Lot = Lot::new("dataloader-rs", WORKER_KEEP);
 pub const WORKER_KEEP: Duration = Duration::from_secs(2);
 
 impl<S: Source> Loader<S> {
-    /// A loader of `source`.
+    /// A loader of `source`. Its pool keeps [`Config::pool_size`] threads, and the
+    /// [`Source::extra_threads`] of the source's own jobs.
     ///
     /// # Errors
     /// An invalid configuration.
     pub fn new(source: S, config: Config) -> Result<Self, Error> {
-        Self::with_extra_threads(source, config, 0)
-    }
-
-    /// A loader of `source` whose pool keeps `extra` threads beyond [`Config::pool_size`], for
-    /// the source's own jobs on [`crate::BatchCtx::pool`] (so they start no thread each).
-    ///
-    /// # Errors
-    /// An invalid configuration.
-    pub fn with_extra_threads(source: S, config: Config, extra: usize) -> Result<Self, Error> {
         config.validate()?;
+        let extra = source.extra_threads();
         Ok(Self {
             source: Arc::new(source),
             config,

@@ -39,6 +39,13 @@ pub trait Source: Send + Sync + 'static {
     fn session<R>(&self, f: impl FnOnce() -> R) -> R {
         f()
     }
+
+    /// The threads the source's own jobs need on the loader's pool ([`BatchCtx::pool`]) beyond
+    /// the workers and item helpers: the pool keeps that many more, so the jobs start no
+    /// thread each. The default is none.
+    fn extra_threads(&self) -> usize {
+        0
+    }
 }
 
 /// The serial number of the next epoch of the process.

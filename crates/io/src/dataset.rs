@@ -10,6 +10,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use crate::error::Error;
+use crate::pipeline::AbortOnDrop;
 use crate::retry::RetryOptions;
 use crate::stats::IoStats;
 use crate::template::Template;
@@ -82,18 +83,15 @@ pub trait Dataset: Send + Sync + 'static {
 
 /// Fetches `indices` of `dataset` with up to `concurrency` (at least 1) in flight, each spawned
 /// on the current tokio runtime (call it inside [`crate::Runtime::block_on`]); the results come
-/// in the order of `indices`.
+/// in the order of `indices`. Dropping the future aborts the fetches in flight.
 pub async fn fetch_many(
     dataset: &dyn Dataset,
     indices: &[u64],
     concurrency: usize,
 ) -> Vec<Result<Bytes, Error>> {
     futures::stream::iter(indices)
-        .map(|&index| tokio::spawn(dataset.fetch(index)))
+        .map(|&index| AbortOnDrop(tokio::spawn(dataset.fetch(index))))
         .buffered(concurrency.max(1))
-        .map(|joined| {
-            joined.unwrap_or_else(|e| Err(Error::Runtime(format!("a fetch did not finish: {e}"))))
-        })
         .collect()
         .await
 }

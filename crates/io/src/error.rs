@@ -87,6 +87,30 @@ pub enum Error {
     /// The tokio runtime could not be built or was used from inside an async context.
     #[error("{0}")]
     Runtime(String),
+
+    /// The fetch of item `index` of a [`crate::Pipeline`] failed with `error`.
+    #[error("item {index}: {error}")]
+    Item {
+        /// The dataset index.
+        index: u64,
+        /// Why the fetch failed.
+        error: Box<Error>,
+    },
+
+    /// The transform of item `index` of a [`crate::Pipeline`] failed.
+    #[cfg(feature = "transforms")]
+    #[error("item {index}: {error}")]
+    Transform {
+        /// The dataset index.
+        index: u64,
+        /// What the transform failed with.
+        error: dlrs_transforms::Error,
+    },
+
+    /// The images of a batch could not be collated.
+    #[cfg(feature = "transforms")]
+    #[error("cannot collate the batch: {0}")]
+    Collate(dlrs_transforms::Error),
 }
 
 /// What kind of failure an [`Error`] is, without its message: for callers that react to a
@@ -113,6 +137,8 @@ pub enum ErrorKind {
     Request,
     /// The tokio runtime failed ([`Error::Runtime`]).
     Runtime,
+    /// A transform or the collation of a pipeline failed.
+    Transform,
 }
 
 impl Error {
@@ -128,6 +154,9 @@ impl Error {
             Error::Io { kind, .. } => ErrorKind::Io(*kind),
             Error::Request { .. } => ErrorKind::Request,
             Error::Runtime(_) => ErrorKind::Runtime,
+            Error::Item { error, .. } => error.kind(),
+            #[cfg(feature = "transforms")]
+            Error::Transform { .. } | Error::Collate(_) => ErrorKind::Transform,
         }
     }
 
@@ -135,6 +164,7 @@ impl Error {
     pub fn raw_os_error(&self) -> Option<i32> {
         match self {
             Error::Io { source, .. } => source.raw_os_error(),
+            Error::Item { error, .. } => error.raw_os_error(),
             _ => None,
         }
     }

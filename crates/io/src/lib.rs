@@ -40,6 +40,7 @@ mod file;
 mod http;
 #[cfg(feature = "object-store")]
 mod object;
+pub mod pipeline;
 mod redact;
 mod retry;
 mod runtime;
@@ -59,6 +60,9 @@ pub use file::FileDataset;
 pub use http::{HttpDataset, HttpOptions, RETRY_STATUSES};
 #[cfg(feature = "object-store")]
 pub use object::{DEFAULT_OBJECT_TIMEOUT, ObjectStoreDataset, ObjectStoreOptions};
+#[cfg(feature = "transforms")]
+pub use pipeline::ImageStages;
+pub use pipeline::{BatchStream, ItemAt, Pipeline, Stages, TransformPool};
 pub use redact::{redact_text, redact_url};
 pub use retry::{RetryOptions, seconds};
 pub use runtime::{MAX_THREADS, Runtime};

@@ -122,6 +122,18 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+impl Default for Runtime {
+    /// A runtime of one thread per CPU available (at most [`MAX_THREADS`]).
+    fn default() -> Runtime {
+        Runtime {
+            threads: std::thread::available_parallelism()
+                .map_or(1, NonZeroUsize::get)
+                .min(MAX_THREADS),
+            inner: PerProcess::new(),
+        }
+    }
+}
+
 impl Runtime {
     /// A runtime with `threads` worker threads (1 to [`MAX_THREADS`]); `None` means the CPUs
     /// available to the process ([`std::thread::available_parallelism`]). Nothing is started
@@ -134,9 +146,7 @@ impl Runtime {
                     "runtime_threads must be between 1 and {MAX_THREADS}, got {n}"
                 )));
             }
-            None => std::thread::available_parallelism()
-                .map_or(1, NonZeroUsize::get)
-                .min(MAX_THREADS),
+            None => return Ok(Runtime::default()),
         };
         Ok(Runtime {
             threads,

@@ -59,7 +59,7 @@ pub fn io_error(e: &dlrs_io::Error) -> PyErr {
         ErrorKind::InvalidType => PyTypeError::new_err(message),
         ErrorKind::IndexOutOfRange => PyIndexError::new_err(message),
         ErrorKind::TimedOut => PyTimeoutError::new_err(message),
-        ErrorKind::Runtime => PyRuntimeError::new_err(message),
+        ErrorKind::Runtime | ErrorKind::Transform => PyRuntimeError::new_err(message),
         ErrorKind::Io(kind) => os_error(e.raw_os_error(), Some(kind), message),
         ErrorKind::Http(_) | ErrorKind::Request => os_error(None, None, message),
         // Non-exhaustive: a kind added later is an I/O failure until it gets its own arm.

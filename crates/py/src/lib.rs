@@ -1,13 +1,13 @@
 //! The Python bindings of dataloader-rs: the `dataloader_rs._native` extension module.
 //!
 //! - [`loader`]: the native loader over a Python dataset and the iterator of an epoch.
-//! - [`sources`]: the core sources of a loader: Python, Rust and async datasets.
+//! - [`sources`]: the core sources of a loader: Python, Rust (a [`dlrs_io::Pipeline`]) and async
+//!   datasets, and the transforms of async items on the loader's pool.
 //! - [`pipeline`]: what happens to each item after its fetch: transform, collation.
 //! - [`run`]: sharding, resume progress and skipped samples, kept across epochs.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
 //! - [`attach`]: the loader's threads attach to the interpreter keeping one thread state each.
-//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset` and their arguments, and
-//!   the transform stage of async and Rust datasets.
+//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset` and their arguments.
 //! - [`worker`]: `get_worker_info()` and per-item seeds on the loader's threads.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //! - [`gc`]: what the loader's pyclasses report to the garbage collector.

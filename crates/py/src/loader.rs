@@ -16,7 +16,6 @@ use dlrs_core::{Config, Epoch, Indices, ItemStats, Order, Recv, Shuffle};
 use dlrs_io::Runtime;
 
 use crate::datasets::rust_dataset;
-use crate::datasets::stage::Stage;
 use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
 use crate::gc::only;
 use crate::pipeline::Pipeline;
@@ -24,7 +23,9 @@ use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
 use crate::sources::aio::CloseOnDrop;
 use crate::sources::python::Calls;
-use crate::sources::{AnySource, AsyncSource, PySource, RustSource};
+use crate::sources::rust::PyStages;
+use crate::sources::stage::Stage;
+use crate::sources::{AnySource, AsyncSource, PySource};
 
 /// The arguments every loader takes, as `PyDataloader` checked them.
 struct Common {
@@ -183,13 +184,15 @@ impl Loader {
             runtime_threads,
             pipeline,
             None,
-            |runtime, stage| {
-                AnySource::Rust(RustSource {
-                    dataset,
-                    runtime,
-                    item_concurrency: item_concurrency.max(1),
-                    stage,
-                })
+            |runtime, pipeline, threads| {
+                let stats = Arc::clone(&pipeline.stats);
+                AnySource::Rust(
+                    dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
+                        .runtime(runtime)
+                        .item_concurrency(item_concurrency)
+                        .transform_threads(threads)
+                        .stats(stats),
+                )
             },
         )
     }
@@ -236,7 +239,7 @@ impl Loader {
             runtime_threads,
             pipeline,
             Some(guard),
-            |runtime, stage| {
+            |runtime, pipeline, threads| {
                 AnySource::Async(AsyncSource {
                     event_loop,
                     getitem,
@@ -247,7 +250,7 @@ impl Loader {
                     },
                     item_concurrency: item_concurrency.max(1),
                     runtime,
-                    stage,
+                    stage: Stage::new(pipeline, threads),
                 })
             },
         )
@@ -385,7 +388,7 @@ impl Loader {
         )?;
         // Rust datasets only: Python and async datasets do their own I/O.
         let io = match &**self.inner.source() {
-            AnySource::Rust(s) => s.dataset.io_stats().map(dlrs_io::IoStats::snapshot),
+            AnySource::Rust(s) => s.dataset().io_stats().map(dlrs_io::IoStats::snapshot),
             _ => None,
         };
         d.set_item("requests_in_flight", io.map(|s| s.requests_in_flight))?;
@@ -511,18 +514,21 @@ impl Loader {
         runtime_threads: Option<usize>,
         pipeline: Pipeline,
         event_loop: Option<Arc<CloseOnDrop>>,
-        make: impl FnOnce(Arc<Runtime>, Stage) -> AnySource,
+        make: impl FnOnce(Arc<Runtime>, Arc<Pipeline>, usize) -> AnySource,
     ) -> PyResult<Self> {
         let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
-        let stage = Stage::new(pipeline, common.transform_threads());
-        let transform_threads = stage.threads();
-        // Rust and async sources skip through their stage's pipeline.
-        let skipper = Arc::clone(&stage.pipeline().skipper);
-        let source = make(Arc::new(runtime), stage);
-        // The transform runs on the loader's pool: its threads are kept there too.
+        let transform_threads = if pipeline.transform.is_some() {
+            common.transform_threads().max(1)
+        } else {
+            0
+        };
+        // Rust and async sources skip through their pipeline.
+        let skipper = Arc::clone(&pipeline.skipper);
+        let source = make(Arc::new(runtime), Arc::new(pipeline), transform_threads);
+        // The transform runs on the loader's pool: its threads are kept there too
+        // (`Source::extra_threads`).
         let inner =
-            dlrs_core::Loader::with_extra_threads(source, common.async_config(), transform_threads)
-                .map_err(|e| core_error(&e))?;
+            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
         Ok(Self {
             inner,
             shuffle: common.shuffle(),

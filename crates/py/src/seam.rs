@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 
-/// How long a wait may go without checking for signals (the spec promises 100 ms).
-pub const SIGNAL_SLICE: Duration = Duration::from_millis(50);
+/// How long a wait may go without checking for signals (the spec promises 100 ms): the
+/// loader's one wait slice.
+pub const SIGNAL_SLICE: Duration = dlrs_core::WAIT_SLICE;
 
 /// What one slice of a wait found.
 pub enum Slice<T> {

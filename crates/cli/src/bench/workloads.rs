@@ -7,12 +7,13 @@ use anyhow::{Context, Result};
 use bytes::Bytes;
 use dlrs_core::{BatchCtx, Config, LoadError, Source};
 use dlrs_io::{
-    Column, Dataset, FetchOptions, FileDataset, HttpDataset, HttpOptions, Runtime, fetch_many,
+    Column, Dataset, FetchOptions, FileDataset, HttpDataset, HttpOptions, ImageStages, ItemAt,
+    Pipeline, Stages,
 };
 use dlrs_transforms::{
-    Batch, BatchLayout, Collator, Compose, Decode, Item, Normalize, ToChw, ToFloat, ToRgb,
-    Transform,
+    Batch, BatchLayout, Collator, Compose, Decode, Normalize, ToChw, ToFloat, ToRgb,
 };
+use futures::future::BoxFuture;
 
 use super::report::Measurement;
 use super::{Measured, measure};
@@ -69,11 +70,11 @@ pub fn run(
                 None,
                 FetchOptions::FILE,
             )?;
-            let source = Fetch::new(Arc::new(dataset), config.item_concurrency)?;
+            let source = fetch(Arc::new(dataset), config.item_concurrency);
             measure(name, source, config, items, args.epochs, &progress)
         }
         Workload::Images => {
-            let source = Tiles::new(config.num_workers)?;
+            let source = tiles(config.num_workers)?;
             measure(name, source, config, items, args.epochs, &progress)
         }
         Workload::Http => {
@@ -91,7 +92,7 @@ pub fn run(
                 Some(usize::try_from(items).context("--items")?),
                 HttpOptions::default(),
             )?;
-            let source = Fetch::new(Arc::new(dataset), config.item_concurrency)?;
+            let source = fetch(Arc::new(dataset), config.item_concurrency);
             measure(name, source, config, items, args.epochs, &progress)
         }
     };
@@ -134,75 +135,79 @@ impl Measured for Fetched {
     }
 }
 
+/// The stages of the files and HTTP workloads: items are counted, not transformed.
+struct Count;
+
+impl Stages for Count {
+    type Item = u64;
+    type Batch = Fetched;
+    type Error = dlrs_io::Error;
+
+    fn transform(&self, _: &ItemAt, bytes: Bytes) -> Result<u64, dlrs_io::Error> {
+        Ok(bytes.len() as u64)
+    }
+
+    fn runs_on_pool(&self) -> bool {
+        false
+    }
+
+    fn io_error(&self, _: Option<&ItemAt>, error: dlrs_io::Error) -> dlrs_io::Error {
+        error
+    }
+
+    fn collate(&self, items: Vec<u64>, _: &[u64]) -> Result<Fetched, dlrs_io::Error> {
+        Ok(Fetched {
+            items: items.len() as u64,
+            bytes: items.iter().sum(),
+        })
+    }
+}
+
 /// A dlrs-io dataset as a source: each batch fetches its items, `concurrency` at once, on a
 /// runtime shared by the workers.
-struct Fetch {
-    dataset: Arc<dyn Dataset>,
-    runtime: Runtime,
-    concurrency: usize,
+fn fetch(dataset: Arc<dyn Dataset>, concurrency: usize) -> Pipeline<Count> {
+    Pipeline::new(dataset, Count).item_concurrency(concurrency)
 }
 
-impl Fetch {
-    fn new(dataset: Arc<dyn Dataset>, concurrency: usize) -> Result<Fetch> {
-        Ok(Fetch {
-            dataset,
-            runtime: Runtime::new(None)?,
-            concurrency,
-        })
+/// The tiles of the images workload, held in memory.
+struct Tiles(Vec<Bytes>);
+
+impl Dataset for Tiles {
+    fn len(&self) -> usize {
+        usize::MAX
+    }
+
+    fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, dlrs_io::Error>> {
+        let tile = self.0[(index % self.0.len() as u64) as usize].clone();
+        Box::pin(std::future::ready(Ok(tile)))
     }
 }
 
-impl Source for Fetch {
-    type Batch = Fetched;
-    type Error = String;
-    fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<Fetched, LoadError<String>> {
-        let results = self
-            .runtime
-            .block_on(fetch_many(&*self.dataset, indices, self.concurrency))
-            .map_err(|e| e.to_string())?;
-        let mut bytes = 0;
-        for r in results {
-            bytes += r.map_err(|e| e.to_string())?.len() as u64;
-        }
-        Ok(Fetched {
-            items: indices.len() as u64,
-            bytes,
+/// The images workload's source: PNG tiles decoded, made RGB float CHW normalised, collated,
+/// on `workers` transform threads.
+fn tiles(workers: usize) -> Result<Pipeline<ImageStages>> {
+    let tiles = (0..DISTINCT_TILES)
+        .map(|seed| {
+            let px = synth::pixels(TILE, TILE, 3, seed as u64);
+            synth::png(TILE, TILE, 3, &px).map(Bytes::from)
         })
-    }
-}
-
-/// The images workload's source: PNG tiles decoded, made RGB float CHW normalised, collated.
-struct Tiles {
-    tiles: Arc<Vec<Bytes>>,
-    pipeline: Arc<Compose>,
-    collator: Collator,
-}
-
-impl Tiles {
-    fn new(workers: usize) -> Result<Tiles> {
-        let tiles = (0..DISTINCT_TILES)
-            .map(|seed| {
-                let px = synth::pixels(TILE, TILE, 3, seed as u64);
-                synth::png(TILE, TILE, 3, &px).map(Bytes::from)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let steps: Vec<Arc<dyn Transform>> = vec![
-            Arc::new(Decode::default()),
-            Arc::new(ToRgb),
-            Arc::new(ToFloat::default()),
-            Arc::new(Normalize::new(
-                &[0.485, 0.456, 0.406],
-                &[0.229, 0.224, 0.225],
-            )?),
-            Arc::new(ToChw),
-        ];
-        Ok(Tiles {
-            tiles: Arc::new(tiles),
-            pipeline: Arc::new(Compose::new(steps)),
-            // Batches are dropped at once: a few buffers are enough to reuse every one.
-            collator: Collator::new(BatchLayout::Nchw, None, workers + 2),
-        })
-    }
+        .collect::<Result<Vec<_>>>()?;
+    let steps = Compose::default()
+        .then(Decode::default())
+        .then(ToRgb)
+        .then(ToFloat::default())
+        .then(Normalize::new(
+            &[0.485, 0.456, 0.406],
+            &[0.229, 0.224, 0.225],
+        )?)
+        .then(ToChw);
+    // Batches are dropped at once: a few buffers are enough to reuse every one.
+    let collator = Collator::new(BatchLayout::Nchw, None, workers + 2);
+    Ok(
+        Pipeline::new(Arc::new(Tiles(tiles)), ImageStages::new(steps, collator))
+            .item_concurrency(workers.max(1))
+            .transform_threads(workers.max(1)),
+    )
 }
 
 impl Measured for Batch {
@@ -211,25 +216,6 @@ impl Measured for Batch {
     }
     fn bytes(&self) -> u64 {
         self.nbytes() as u64
-    }
-}
-
-impl Source for Tiles {
-    type Batch = Batch;
-    type Error = String;
-    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Batch, LoadError<String>> {
-        let (tiles, pipeline) = (Arc::clone(&self.tiles), Arc::clone(&self.pipeline));
-        let images = ctx.map_items(indices, move |i| {
-            let bytes = tiles[(i % tiles.len() as u64) as usize].clone();
-            match pipeline.apply(i, Item::Bytes(bytes)) {
-                Ok(Item::Image(im)) => Ok(im),
-                Ok(Item::Bytes(_)) => Err("the pipeline gave bytes".to_owned()),
-                Err(e) => Err(e.to_string()),
-            }
-        })?;
-        self.collator
-            .collate(images)
-            .map_err(|e| e.to_string().into())
     }
 }
 

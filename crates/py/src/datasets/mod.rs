@@ -2,14 +2,11 @@
 //! the sources that load them are in [`crate::sources`].
 //!
 //! - [`args`]: reading the constructors' arguments.
-//! - [`stage`]: the per-item transform of async and Rust datasets on the loader's pool, as each
-//!   item arrives.
 //!
 //! The constructors release the interpreter around CPU work only (parsing, building clients),
 //! not around a wait, so it is not sliced; `dataset[i]` waits through [`crate::seam`].
 
 pub mod args;
-pub mod stage;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -17,10 +17,10 @@ use pyo3::types::PyList;
 
 use dlrs_core::sync::{lock, lock_mut};
 use dlrs_core::{BatchCtx, ItemStats, LoadError};
-use dlrs_io::Runtime;
+use dlrs_io::{ItemAt, Runtime};
 
+use super::stage::Stage;
 use super::{collate_kept, skip_or_fail, wait_batch};
-use crate::datasets::stage::Stage;
 use crate::pipeline::{Loaded, Sample};
 
 /// One item (or the whole batch, `pos` None) as the event loop delivered it.
@@ -250,7 +250,14 @@ impl AsyncSource {
                         )));
                     };
                     arrived += 1;
-                    let transform = self.stage.transform(ctx.pool(), index, Sample::Py(value));
+                    let at = ItemAt {
+                        index,
+                        position: pos,
+                        worker: ctx.worker(),
+                        epoch: ctx.epoch_number(),
+                        epoch_id: epoch,
+                    };
+                    let transform = self.stage.transform(ctx.pool(), at, Sample::Py(value));
                     transforming.push(async move { (pos, transform.await) });
                 }
                 Either::Right(None) => {}

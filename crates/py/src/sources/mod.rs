@@ -2,14 +2,16 @@
 //!
 //! - [`python`]: a Python dataset (`__getitem__` / `__getitems__` on the loader's threads).
 //! - [`rust`]: a Rust dataset (futures on the loader's tokio runtime, no interpreter).
-//! - [`aio`]: a `PyAsyncDataset` (coroutines on the loader's asyncio loop).
+//! - [`aio`]: a `PyAsyncDataset` (coroutines on the loader's asyncio loop), its items
+//!   transformed on the loader's pool by [`stage`].
 //!
-//! [`AnySource`] is the one a loader holds; `wait_batch` is how the Rust and async sources
-//! wait for a batch on tokio.
+//! [`AnySource`] is the one a loader holds; `wait_batch` is how the async source waits for a
+//! batch on tokio.
 
 pub mod aio;
 pub mod python;
 pub mod rust;
+pub mod stage;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,12 +20,11 @@ use pyo3::PyTraverseError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
-use dlrs_core::{BatchCtx, ItemStats, LoadError, Source};
+use dlrs_core::{BatchCtx, ItemStats, LoadError, Source, WAIT_SLICE};
 use dlrs_io::Runtime;
 
 use crate::errors::io_error;
 use crate::pipeline::{Loaded, Pipeline, Sample};
-use crate::seam::SIGNAL_SLICE;
 
 pub use aio::AsyncSource;
 pub use python::PySource;
@@ -70,6 +71,14 @@ impl Source for AnySource {
             Self::Rust(_) | Self::Async(_) => f(),
         }
     }
+
+    fn extra_threads(&self) -> usize {
+        match self {
+            Self::Python(_) => 0,
+            Self::Rust(s) => s.extra_threads(),
+            Self::Async(s) => s.stage.threads(),
+        }
+    }
 }
 
 impl AnySource {
@@ -77,7 +86,7 @@ impl AnySource {
     pub(crate) fn pipeline(&self) -> &Pipeline {
         match self {
             Self::Python(s) => &s.calls.pipeline,
-            Self::Rust(s) => s.stage.pipeline(),
+            Self::Rust(s) => s.stages().pipeline(),
             Self::Async(s) => s.stage.pipeline(),
         }
     }
@@ -86,21 +95,21 @@ impl AnySource {
     pub(crate) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             Self::Python(s) => s.visit(visit),
-            Self::Rust(s) => s.stage.visit(visit),
+            Self::Rust(s) => rust::PyStages::visit_only(s.stages(), visit),
             Self::Async(s) => s.visit(visit),
         }
     }
 }
 
 /// Runs `future` on `runtime` from a worker thread, giving up when the epoch is abandoned
-/// (dropping the future cancels what it started). Checked every [`SIGNAL_SLICE`], the one
-/// slice of the loader's waits (workers wait here, so no signal is checked).
+/// (dropping the future cancels what it started). Checked every [`WAIT_SLICE`] (workers wait
+/// here, so no signal is checked).
 pub(crate) fn wait_batch<T>(
     runtime: &Runtime,
     future: impl Future<Output = PyResult<T>>,
     ctx: &BatchCtx,
 ) -> Result<T, LoadError<PyErr>> {
-    let outcome = runtime.block_on_checked(future, SIGNAL_SLICE, || {
+    let outcome = runtime.block_on_checked(future, WAIT_SLICE, || {
         if ctx.is_cancelled() { Err(()) } else { Ok(()) }
     });
     match outcome {

@@ -1,103 +1,82 @@
-//! A Rust dataset as a core source: the items of a batch are futures on the loader's tokio
-//! runtime, up to `item_concurrency` at once, fetched without the interpreter; each one is
-//! transformed on the loader's pool as it arrives, then the batch is collated.
+//! A Rust dataset as a core source: [`dlrs_io::Pipeline`] (the items of a batch fetched as
+//! futures without the interpreter, each transformed on the loader's pool as it arrives) with
+//! the loader's transform and collation as its [`Stages`].
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::PyTraverseError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use tokio::task::JoinHandle;
 
-use dlrs_core::{BatchCtx, LoadError};
-use dlrs_io::{Dataset, Runtime};
+use dlrs_io::{ItemAt, Stages};
 
-use super::{collate_kept, skip_or_fail, wait_batch};
-use crate::datasets::stage::Stage;
+use super::skip_or_fail;
 use crate::errors::io_error;
-use crate::pipeline::{Loaded, Sample};
-
-/// A spawned fetch that is aborted when dropped (an abandoned batch stops its requests).
-struct Spawned(JoinHandle<Result<Bytes, dlrs_io::Error>>);
-
-impl Future for Spawned {
-    type Output = PyResult<Bytes>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<PyResult<Bytes>> {
-        Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
-            Ok(Ok(bytes)) => Ok(bytes),
-            Ok(Err(e)) => Err(io_error(&e)),
-            Err(e) => Err(PyRuntimeError::new_err(format!(
-                "a fetch did not finish: {e}"
-            ))),
-        })
-    }
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+use crate::gc::only;
+use crate::pipeline::{Loaded, Pipeline, Sample};
 
 /// A Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`), loaded a batch at a time.
-pub struct RustSource {
-    pub dataset: Arc<dyn Dataset>,
-    pub runtime: Arc<Runtime>,
-    pub item_concurrency: usize,
-    pub stage: Stage,
-}
+pub type RustSource = dlrs_io::Pipeline<PyStages>;
 
-impl RustSource {
-    /// Loads one batch (on a worker thread).
-    pub fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<Loaded, LoadError<PyErr>> {
-        let slots = wait_batch(&self.runtime, self.fetch(indices, ctx), ctx)?;
-        collate_kept(self.stage.pipeline(), slots, indices)
+/// The loader's transform, skipping and collation, as the stages of a [`dlrs_io::Pipeline`]
+/// (of a Rust dataset) or of the transforms of an async one ([`super::stage::Stage`]).
+pub struct PyStages(pub Arc<Pipeline>);
+
+impl PyStages {
+    /// The pipeline.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.0
     }
 
-    /// Fetches and transforms the items of `indices`, up to `item_concurrency` at once; the
-    /// first failure abandons the rest, unless failed items are skipped (`None` slots).
-    async fn fetch(&self, indices: &[u64], ctx: &BatchCtx) -> PyResult<Vec<Option<Sample>>> {
-        let (epoch, pool) = (ctx.epoch_id(), ctx.pool());
-        let handle = self.runtime.handle().map_err(|e| io_error(&e))?;
-        let n = indices.len();
-        let mut slots: Vec<Option<Sample>> = std::iter::repeat_with(|| None).take(n).collect();
-        let mut running = FuturesUnordered::new();
-        let mut next = 0;
-        loop {
-            while running.len() < self.item_concurrency && next < n {
-                let (pos, index) = (next, indices[next]);
-                next += 1;
-                let fetch = Spawned(handle.spawn(self.dataset.fetch(index)));
-                let stats = &self.stage.pipeline().stats;
-                let (fetching, started) = (stats.fetching(), stats.fetch_clock());
-                let transformed = async move {
-                    let bytes = fetch.await;
-                    stats.fetch_took(started);
-                    drop(fetching);
-                    let bytes = bytes?;
-                    Ok::<_, PyErr>(Sample::Bytes(bytes))
-                };
-                let stage = &self.stage;
-                running.push(async move {
-                    let result = match transformed.await {
-                        Ok(sample) => stage.transform(pool, index, sample).await,
-                        Err(e) => Err(e),
-                    };
-                    (pos, result)
-                });
-            }
-            match running.next().await {
-                None => break,
-                Some((pos, Ok(sample))) => slots[pos] = Some(sample),
-                Some((pos, Err(e))) => skip_or_fail(self.stage.pipeline(), epoch, indices[pos], e)?,
-            }
+    /// Transforms `sample` of item `at` (on a thread without the interpreter), as
+    /// `get_worker_info()` sees it on the batch's worker.
+    pub fn transform_sample(&self, at: &ItemAt, sample: Sample) -> PyResult<Sample> {
+        let pipeline = &*self.0;
+        crate::worker::scope(&pipeline.info, at.worker, at.epoch, Some(at.index), || {
+            pipeline.transform_detached(at.index, sample)
+        })
+    }
+
+    /// Visits the pipeline's Python callables unless a transform job shares them (see
+    /// [`crate::gc`]).
+    pub fn visit_only(stages: &Arc<PyStages>, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match only(stages).and_then(|s| only(&s.0)) {
+            Some(pipeline) => pipeline.visit(visit),
+            None => Ok(()),
         }
-        Ok(slots)
+    }
+}
+
+impl Stages for PyStages {
+    type Item = Sample;
+    type Batch = Loaded;
+    type Error = PyErr;
+
+    fn transform(&self, at: &ItemAt, bytes: Bytes) -> PyResult<Sample> {
+        if self.0.transform.is_none() {
+            return Ok(Sample::Bytes(bytes));
+        }
+        self.transform_sample(at, Sample::Bytes(bytes))
+    }
+
+    fn runs_on_pool(&self) -> bool {
+        self.0.transform.is_some()
+    }
+
+    fn io_error(&self, _: Option<&ItemAt>, error: dlrs_io::Error) -> PyErr {
+        io_error(&error)
+    }
+
+    fn skip(&self, at: &ItemAt, error: PyErr) -> PyResult<()> {
+        skip_or_fail(&self.0, at.epoch_id, at.index, error)
+    }
+
+    fn collate(&self, items: Vec<Sample>, indices: &[u64]) -> PyResult<Loaded> {
+        let batch = self.0.collate_detached(items, indices)?;
+        Ok(Loaded {
+            batch,
+            items: indices.len(),
+        })
     }
 }
