@@ -607,3 +607,25 @@ def test_items_are_transformed_as_they_arrive(http_server):
         [item_body(0), item_body(1)]
     ]
     assert in_flight_during_transform == [1]  # item 1 was still being served
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kw: HttpDataset(["http://127.0.0.1:9/x"], **kw),
+        lambda **kw: HttpDataset.from_template("http://127.0.0.1:9/{index}", length=1, **kw),
+        lambda **kw: FileDataset(["/nonexistent"], **kw),
+        lambda **kw: FileDataset.from_template("/nonexistent/{index}", length=1, **kw),
+        lambda **kw: ObjectStoreDataset("file:///nonexistent/", ["k"], **kw),
+    ],
+)
+def test_constructors_refuse_unknown_keywords_and_read_known_ones(make):
+    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'retry'"):
+        make(retry=3)
+    with pytest.raises(TypeError, match="timeout must be a number of seconds, got str"):
+        make(timeout="1")
+    with pytest.raises(ValueError, match="retries"):
+        make(retries=-1)
+    shown = repr(make(timeout=None, retries=5))
+    assert "timeout=None" in shown, shown
+    assert "retries=5" in shown, shown

@@ -105,17 +105,6 @@ def _takes_index(fn: Callable[..., Any]) -> bool:
     return required == 2
 
 
-def _two_argument(transform: Callable[..., Any]) -> Callable[[int, Any], Any]:
-    if _takes_index(transform):
-        return transform
-
-    def apply(index: int, sample: Any) -> Any:
-        return transform(sample)
-
-    apply.__wrapped__ = transform  # type: ignore[attr-defined]
-    return apply
-
-
 def _pinning(collate_fn: Callable[[list[Any]], Any] | None, pin: bool, device: str) -> Any:
     """``collate_fn``, then the batch's tensors pinned where CUDA is available (as torch's
     ``pin_memory=True``); without an accelerator, a warning and nothing pinned, as torch does."""
@@ -469,7 +458,7 @@ class PyDataloader(Generic[B]):
         is_rust = isinstance(dataset, RUST_DATASETS)
         if is_async or is_rust:
             if runtime_threads is not None:
-                runtime_threads = _int_arg("runtime_threads", runtime_threads, 1, 1024)
+                runtime_threads = _int_arg("runtime_threads", runtime_threads, -sys.maxsize)
             if worker_init_fn is not None:
                 raise ValueError(
                     "worker_init_fn runs on the worker threads of a PyDataset; the items of "
@@ -507,42 +496,43 @@ class PyDataloader(Generic[B]):
         #: (epoch, position) of the latest iterator when made: see ``_unused_epoch``.
         self._last_iter: tuple[int, int] | None = None
 
-        collate = _pinning(collate_fn, pin_memory, pin_memory_device)
-        common: dict[str, Any] = {
-            # A batch never holds more than the epoch, nor the ring more than its batches: a
-            # larger value acts as sys.maxsize (which fits a usize).
-            "batch_size": min(self.batch_size or 1, sys.maxsize),
-            "num_workers": self.num_workers,
-            "prefetch_depth": min(self.prefetch_depth, sys.maxsize),
-            "item_concurrency": self.item_concurrency,
-            "drop_last": drop_last,
+        spec: _native._Spec = {
+            "kind": "rust" if is_rust else "async" if is_async else "python",
+            "dataset": dataset if is_rust else None,
+            "event_loop": None,
+            "getitem": None,
+            "getitems": None,
+            "transform": transform,
+            "transform_takes_index": transform is not None and _takes_index(transform),
+            "collate_fn": _pinning(collate_fn, pin_memory, pin_memory_device),
             "return_indices": return_indices,
-            "shuffle": shuffle,
-            "seed": None if seed is None else seed % _U64,
+            "runtime_threads": runtime_threads,
+            "settings": {
+                # A batch never holds more than the epoch, nor the ring more than its batches:
+                # a larger value acts as sys.maxsize (which fits a usize).
+                "batch_size": min(self.batch_size or 1, sys.maxsize),
+                "num_workers": self.num_workers,
+                "prefetch_depth": min(self.prefetch_depth, sys.maxsize),
+                "item_concurrency": self.item_concurrency,
+                "drop_last": drop_last,
+                "shuffle": shuffle,
+                "seed": None if seed is None else seed % _U64,
+            },
         }
-        wrapped = None if transform is None else _two_argument(transform)
-        if is_rust:
-            self._native = _native.Loader.over_rust(
-                dataset, wrapped, collate, runtime_threads=runtime_threads, **common
-            )
-        elif is_async:
+        if is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
             # iterators are gone.
             event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
-            getitems = getattr(dataset, "__getitems__", None) if self.item_concurrency == 1 else None
+            spec["event_loop"] = event_loop
+            spec["getitem"] = dataset.__getitem__
+            spec["getitems"] = getattr(dataset, "__getitems__", None)
             try:
-                self._native = _native.Loader.over_async(
-                    event_loop,
-                    dataset.__getitem__,
-                    getitems,
-                    wrapped,
-                    collate,
-                    runtime_threads=runtime_threads,
-                    **common,
-                )
+                self._native = _native.Loader(spec)
             except BaseException:
                 event_loop.close()
                 raise
+        elif is_rust:
+            self._native = _native.Loader(spec)
         else:
             getitem = dataset.__getitem__
             getitems = getattr(dataset, "__getitems__", None)
@@ -550,7 +540,9 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"{type(dataset).__name__}.__getitems__ must be a method or None")
             if worker_init_fn is not None and num_workers > 0:
                 getitem, getitems = _with_worker_init(worker_init_fn, getitem, getitems)
-            self._native = _native.Loader(getitem, getitems, wrapped, collate, **common)
+            spec["getitem"] = getitem
+            spec["getitems"] = getitems
+            self._native = _native.Loader(spec)
         base_seed: Any
         if shuffle:
             base_seed = self._native.seed
@@ -601,10 +593,9 @@ class PyDataloader(Generic[B]):
         if world_size is None and rank is not None:
             raise ValueError("rank needs world_size")
         if world_size is not None:
-            world_size = _int_arg("world_size", world_size, 1)
-            rank = 0 if rank is None else rank
-            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
-                raise ValueError(f"rank must be in [0, world_size): got rank {rank!r} of {world_size}")
+            world_size = _int_arg("world_size", world_size, -sys.maxsize)
+            rank = 0 if rank is None else _int_arg("rank", rank, -sys.maxsize)
+            self._native.set_shard(rank, world_size)  # checks the values
         self._explicit_shard: tuple[int, int] | None = None if world_size is None else (int(rank or 0), world_size)
         self.max_failures = max_failures
         if max_failures is not None:
@@ -675,11 +666,7 @@ class PyDataloader(Generic[B]):
     def state_dict(self) -> dict[str, Any]:
         """Where the run stands, as a plain JSON-serialisable dict: the epoch and the batches of
         it already received. Batches prefetched but not received count as not received."""
-        epoch, position, num_batches, started = self._native.progress()
-        if not started:
-            epoch, position = self._native.epoch, 0
-        elif position >= num_batches:
-            epoch, position = epoch + 1, 0
+        epoch, position = self._native.resume_point()
         return {
             "version": 1,
             "epoch": epoch,

@@ -1,6 +1,6 @@
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias, final
+from typing import Any, Literal, Self, TypeAlias, TypedDict, final
 
 from typing_extensions import disjoint_base
 
@@ -49,58 +49,32 @@ def cli_main(argv: list[str]) -> int: ...
 def parked_workers() -> int: ...
 def worker_state() -> tuple[Any, int | None, int, int, int | None] | None: ...
 
+# What ``_loader.py`` hands the native loader (``Spec`` in crates/py/src/loader.rs).
+class _Spec(TypedDict):
+    kind: Literal["python", "rust", "async"]
+    dataset: HttpDataset | FileDataset | ObjectStoreDataset | None
+    event_loop: EventLoop | None
+    getitem: Callable[[int], Any] | None
+    getitems: Callable[[list[int]], Any] | None
+    transform: Callable[..., Any] | None
+    transform_takes_index: bool
+    collate_fn: Callable[[list[Any]], Any] | None
+    return_indices: bool
+    runtime_threads: int | None
+    settings: _Settings
+
+class _Settings(TypedDict):
+    batch_size: int
+    num_workers: int
+    prefetch_depth: int
+    item_concurrency: int
+    drop_last: bool
+    shuffle: bool
+    seed: int | None
+
 @final
 class Loader:
-    def __new__(
-        cls,
-        getitem: Callable[[int], Any],
-        getitems: Callable[[list[int]], Iterable[Any]] | None,
-        transform: Callable[[int, Any], Any] | None,
-        collate_fn: Callable[[list[Any]], Any] | None,
-        *,
-        batch_size: int,
-        num_workers: int,
-        prefetch_depth: int,
-        item_concurrency: int,
-        drop_last: bool,
-        return_indices: bool,
-        shuffle: bool,
-        seed: int | None,
-    ) -> Loader: ...
-    @staticmethod
-    def over_rust(
-        dataset: HttpDataset | FileDataset | ObjectStoreDataset,
-        transform: Callable[[int, Any], Any] | None,
-        collate_fn: Callable[[list[Any]], Any] | None,
-        *,
-        batch_size: int,
-        num_workers: int,
-        prefetch_depth: int,
-        item_concurrency: int,
-        drop_last: bool,
-        return_indices: bool,
-        shuffle: bool,
-        seed: int | None,
-        runtime_threads: int | None,
-    ) -> Loader: ...
-    @staticmethod
-    def over_async(
-        event_loop: EventLoop,
-        getitem: Callable[[int], Any],
-        getitems: Callable[[list[int]], Any] | None,
-        transform: Callable[[int, Any], Any] | None,
-        collate_fn: Callable[[list[Any]], Any] | None,
-        *,
-        batch_size: int,
-        num_workers: int,
-        prefetch_depth: int,
-        item_concurrency: int,
-        drop_last: bool,
-        return_indices: bool,
-        shuffle: bool,
-        seed: int | None,
-        runtime_threads: int | None,
-    ) -> Loader: ...
+    def __new__(cls, spec: _Spec) -> Self: ...
     @property
     def transform_threads(self) -> int: ...
     @property
@@ -121,6 +95,7 @@ class Loader:
     def set_epoch(self, epoch: int) -> None: ...
     def resume(self, epoch: int, position: int) -> None: ...
     def progress(self) -> tuple[int, int, int, bool]: ...
+    def resume_point(self) -> tuple[int, int]: ...
     def set_max_failures(self, count: int | None = None, fraction: float | None = None) -> None: ...
     def failures(self) -> list[Failure]: ...
     def stats(self) -> dict[str, Any]: ...

@@ -124,11 +124,25 @@ fn rust_examples() -> Result<()> {
             .env("CARGO_TARGET_DIR", &target))
     };
     with_target(&["fmt", "--check"])?;
-    with_target(&["clippy", "--locked", "--all-targets", "--quiet", "--", "-D", "warnings"])?;
+    with_target(&[
+        "clippy",
+        "--locked",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
     with_target(&["test", "--locked", "--quiet"])?;
     let examples = std::fs::read_dir(root().join("examples/rust/examples"))?;
     let mut names: Vec<String> = examples
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".rs").map(str::to_owned))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".rs")
+                .map(str::to_owned)
+        })
         .collect();
     names.sort();
     for name in &names {

@@ -27,7 +27,9 @@ use crate::sources::rust::PyStages;
 use crate::sources::stage::Stage;
 use crate::sources::{AnySource, AsyncSource, PySource};
 
-/// The arguments every loader takes, as `PyDataloader` checked them.
+/// The settings every loader takes (`spec["settings"]`).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
 struct Common {
     batch_size: usize,
     num_workers: usize,
@@ -84,176 +86,111 @@ pub struct Loader {
     skipper: Arc<Skipper>,
 }
 
+/// What `_loader.py` hands the native loader, as a dict: the kind of dataset and what loads
+/// it, the transform and collation, and the settings. Python checked the types; the values
+/// are checked here (and by the core's `Config`).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+struct Spec {
+    /// `"python"` (a `PyDataset`: `getitem`, `getitems`), `"rust"` (`dataset`, a Rust
+    /// dataset) or `"async"` (a `PyAsyncDataset`: `getitem`, `getitems` on `event_loop`).
+    kind: String,
+    dataset: Option<Py<PyAny>>,
+    event_loop: Option<Py<PyAny>>,
+    getitem: Option<Py<PyAny>>,
+    getitems: Option<Py<PyAny>>,
+    transform: Option<Py<PyAny>>,
+    /// The transform is called as `f(index, sample)`, not `f(sample)`.
+    transform_takes_index: bool,
+    collate_fn: Option<Py<PyAny>>,
+    return_indices: bool,
+    runtime_threads: Option<i64>,
+    settings: Common,
+}
+
+/// `name` of a spec, which the kind of dataset requires.
+fn required(value: Option<Py<PyAny>>, name: &str, kind: &str) -> PyResult<Py<PyAny>> {
+    value.ok_or_else(|| PyTypeError::new_err(format!("a {kind} dataset needs {name}")))
+}
+
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (
-        getitem, getitems, transform, collate_fn, *, batch_size, num_workers, prefetch_depth,
-        item_concurrency, drop_last, return_indices, shuffle, seed
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        getitem: Py<PyAny>,
-        getitems: Option<Py<PyAny>>,
-        transform: Option<Py<PyAny>>,
-        collate_fn: Option<Py<PyAny>>,
-        batch_size: usize,
-        num_workers: usize,
-        prefetch_depth: usize,
-        item_concurrency: usize,
-        drop_last: bool,
-        return_indices: bool,
-        shuffle: bool,
-        seed: Option<u64>,
-    ) -> PyResult<Self> {
-        let coroutine_type = py
-            .import("types")?
-            .getattr("CoroutineType")?
-            .cast_into::<PyType>()?
-            .unbind();
-        let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
-        let skipper = Arc::<Skipper>::default();
-        let calls = Calls {
-            getitem,
-            getitems,
-            pipeline,
-            coroutine_type,
-            skipper: Arc::clone(&skipper),
+    fn new(py: Python<'_>, spec: Spec) -> PyResult<Self> {
+        let common = spec.settings;
+        let pipeline = Pipeline::from_py(
+            py,
+            spec.transform,
+            spec.transform_takes_index,
+            spec.collate_fn,
+            spec.return_indices,
+        );
+        let runtime_threads = match spec.runtime_threads {
+            None => None,
+            Some(n) => Some(usize::try_from(n).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "runtime_threads must be between 1 and {}, got {n}",
+                    dlrs_io::MAX_THREADS
+                ))
+            })?),
         };
-        let config = Config {
-            batch_size,
-            num_workers,
-            prefetch_depth,
-            item_concurrency,
-            drop_last,
-        };
-        let inner = dlrs_core::Loader::new(
-            AnySource::Python(PySource {
-                calls: Arc::new(calls),
-                item_concurrency,
-            }),
-            config,
-        )
-        .map_err(|e| core_error(&e))?;
-        let shuffle = shuffle.then(|| seed.map_or_else(Shuffle::from_entropy, Shuffle::seeded));
-        Ok(Self {
-            inner,
-            shuffle,
-            transform_threads: 0,
-            event_loop: None,
-            run: Arc::default(),
-            skipper,
-        })
-    }
-
-    /// A loader over a Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`).
-    #[staticmethod]
-    #[pyo3(signature = (
-        dataset, transform, collate_fn, *, batch_size, num_workers, prefetch_depth,
-        item_concurrency, drop_last, return_indices, shuffle, seed, runtime_threads
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn over_rust(
-        dataset: &Bound<'_, PyAny>,
-        transform: Option<Py<PyAny>>,
-        collate_fn: Option<Py<PyAny>>,
-        batch_size: usize,
-        num_workers: usize,
-        prefetch_depth: usize,
-        item_concurrency: usize,
-        drop_last: bool,
-        return_indices: bool,
-        shuffle: bool,
-        seed: Option<u64>,
-        runtime_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        let common = Common {
-            batch_size,
-            num_workers,
-            prefetch_depth,
-            item_concurrency,
-            drop_last,
-            shuffle,
-            seed,
-        };
-        let dataset = rust_dataset(dataset)?;
-        let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
-        Self::over_futures(
-            &common,
-            runtime_threads,
-            pipeline,
-            None,
-            |runtime, pipeline, threads| {
-                let stats = Arc::clone(&pipeline.stats);
-                AnySource::Rust(
-                    dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
-                        .runtime(runtime)
-                        .item_concurrency(item_concurrency)
-                        .transform_threads(threads)
-                        .stats(stats),
-                )
-            },
-        )
-    }
-
-    /// A loader over a `PyAsyncDataset` whose coroutines run on `event_loop` (an
-    /// `_aio.EventLoop`); `getitems` is used only with `item_concurrency=1`.
-    #[staticmethod]
-    #[pyo3(signature = (
-        event_loop, getitem, getitems, transform, collate_fn, *, batch_size, num_workers,
-        prefetch_depth, item_concurrency, drop_last, return_indices, shuffle, seed,
-        runtime_threads
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn over_async(
-        py: Python<'_>,
-        event_loop: Py<PyAny>,
-        getitem: Py<PyAny>,
-        getitems: Option<Py<PyAny>>,
-        transform: Option<Py<PyAny>>,
-        collate_fn: Option<Py<PyAny>>,
-        batch_size: usize,
-        num_workers: usize,
-        prefetch_depth: usize,
-        item_concurrency: usize,
-        drop_last: bool,
-        return_indices: bool,
-        shuffle: bool,
-        seed: Option<u64>,
-        runtime_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        let common = Common {
-            batch_size,
-            num_workers,
-            prefetch_depth,
-            item_concurrency,
-            drop_last,
-            shuffle,
-            seed,
-        };
-        let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
-        let pipeline = Pipeline::from_py(transform, collate_fn, return_indices);
-        Self::over_futures(
-            &common,
-            runtime_threads,
-            pipeline,
-            Some(guard),
-            |runtime, pipeline, threads| {
-                AnySource::Async(AsyncSource {
-                    event_loop,
-                    getitem,
-                    getitems: if item_concurrency <= 1 {
-                        getitems
-                    } else {
-                        None
+        let kind = spec.kind.as_str();
+        match kind {
+            "python" => Self::over_python(
+                py,
+                &common,
+                required(spec.getitem, "getitem", kind)?,
+                spec.getitems,
+                pipeline,
+            ),
+            "rust" => {
+                let dataset = rust_dataset(required(spec.dataset, "dataset", kind)?.bind(py))?;
+                let item_concurrency = common.item_concurrency;
+                Self::over_futures(
+                    &common,
+                    runtime_threads,
+                    pipeline,
+                    None,
+                    |runtime, pipeline, threads| {
+                        let stats = Arc::clone(&pipeline.stats);
+                        AnySource::Rust(
+                            dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
+                                .runtime(runtime)
+                                .item_concurrency(item_concurrency)
+                                .transform_threads(threads)
+                                .stats(stats),
+                        )
                     },
-                    item_concurrency: item_concurrency.max(1),
-                    runtime,
-                    stage: Stage::new(pipeline, threads),
-                })
-            },
-        )
+                )
+            }
+            "async" => {
+                let event_loop = required(spec.event_loop, "event_loop", kind)?;
+                let getitem = required(spec.getitem, "getitem", kind)?;
+                let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
+                let item_concurrency = common.item_concurrency.max(1);
+                // One `__getitems__` call per batch only when the items go one at a time.
+                let getitems = spec.getitems.filter(|_| item_concurrency == 1);
+                Self::over_futures(
+                    &common,
+                    runtime_threads,
+                    pipeline,
+                    Some(guard),
+                    |runtime, pipeline, threads| {
+                        AnySource::Async(AsyncSource {
+                            event_loop,
+                            getitem,
+                            getitems,
+                            item_concurrency,
+                            runtime,
+                            stage: Stage::new(pipeline, threads),
+                        })
+                    },
+                )
+            }
+            other => Err(PyValueError::new_err(format!(
+                "unknown kind of dataset {other:?}"
+            ))),
+        }
     }
 
     /// The threads of the transform pool of an async or Rust dataset (0 for a Python dataset,
@@ -291,13 +228,19 @@ impl Loader {
     }
 
     /// Shards every later epoch: this loader loads rank `rank`'s share of `world_size`.
-    fn set_shard(&self, rank: u64, world_size: u64) -> PyResult<()> {
-        if world_size == 0 || rank >= world_size {
+    fn set_shard(&self, rank: i64, world_size: i64) -> PyResult<()> {
+        if world_size < 1 {
+            return Err(PyValueError::new_err(format!(
+                "world_size must be at least 1, got {world_size}"
+            )));
+        }
+        if !(0..world_size).contains(&rank) {
             return Err(PyValueError::new_err(format!(
                 "rank must be in [0, world_size): got rank {rank} of {world_size}"
             )));
         }
-        self.run.set_shard(rank, world_size);
+        self.run
+            .set_shard(rank.unsigned_abs(), world_size.unsigned_abs());
         Ok(())
     }
 
@@ -327,6 +270,20 @@ impl Loader {
     fn progress(&self) -> (u64, u64, u64, bool) {
         let p = self.run.progress();
         (p.epoch, p.position, p.num_batches, p.started)
+    }
+
+    /// Where the next `iter()` continues, for `state_dict`: `(epoch, position)`, the batches of
+    /// the latest epoch already handed out (prefetched ones do not count), or the start of the
+    /// next epoch once it was handed out whole or when none started.
+    fn resume_point(&self) -> (u64, u64) {
+        let p = self.run.progress();
+        if !p.started {
+            (self.inner.next_epoch_number(), 0)
+        } else if p.position >= p.num_batches {
+            (p.epoch + 1, 0)
+        } else {
+            (p.epoch, p.position)
+        }
     }
 
     /// Reports the dataset's callables and the event loop while no iterator or worker shares
@@ -505,6 +462,49 @@ impl Loader {
             timeout,
             inline_releases: config.num_workers == 0 && config.item_concurrency > 1,
         }
+    }
+
+    /// A loader over a Python dataset: `getitem` and `getitems` run on the worker threads.
+    fn over_python(
+        py: Python<'_>,
+        common: &Common,
+        getitem: Py<PyAny>,
+        getitems: Option<Py<PyAny>>,
+        pipeline: Pipeline,
+    ) -> PyResult<Self> {
+        let coroutine_type = py
+            .import("types")?
+            .getattr("CoroutineType")?
+            .cast_into::<PyType>()?
+            .unbind();
+        let skipper = Arc::<Skipper>::default();
+        let calls = Calls {
+            getitem,
+            getitems,
+            pipeline,
+            coroutine_type,
+            skipper: Arc::clone(&skipper),
+        };
+        let config = Config {
+            batch_size: common.batch_size,
+            num_workers: common.num_workers,
+            prefetch_depth: common.prefetch_depth,
+            item_concurrency: common.item_concurrency,
+            drop_last: common.drop_last,
+        };
+        let source = AnySource::Python(PySource {
+            calls: Arc::new(calls),
+            item_concurrency: common.item_concurrency,
+        });
+        let inner = dlrs_core::Loader::new(source, config).map_err(|e| core_error(&e))?;
+        Ok(Self {
+            inner,
+            shuffle: common.shuffle(),
+            transform_threads: 0,
+            event_loop: None,
+            run: Arc::default(),
+            skipper,
+        })
     }
 
     /// The set-up shared by the Rust and async datasets: their tokio runtime, the transform

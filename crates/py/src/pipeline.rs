@@ -47,8 +47,14 @@ impl Sample {
 
 /// The per-item transform.
 pub enum ItemTransform {
-    /// `f(index, sample)` in Python (one-argument callables were wrapped in Python).
-    Python(Py<PyAny>),
+    /// A Python callable, called as `f(index, sample)` when `takes_index`, else `f(sample)`
+    /// (`_loader.py` tells which from its signature).
+    Python {
+        /// The callable.
+        f: Py<PyAny>,
+        /// Called with the item's index first.
+        takes_index: bool,
+    },
     /// A `dataloader_rs.transforms` object (a Compose or a single transform), run in Rust.
     Native(Arc<dyn Transform>),
 }
@@ -82,37 +88,21 @@ pub struct Loaded {
     pub items: usize,
 }
 
-/// The Rust transform behind `obj`: one of our classes, or `_loader`'s one-argument wrapper
-/// around one (its `__wrapped__`).
-fn native_transform(obj: &Bound<'_, PyAny>) -> Option<Arc<dyn Transform>> {
-    if let Ok(t) = obj.cast::<PyTransform>() {
-        return Some(t.get().transform());
-    }
-    let module: String = obj.getattr("__module__").ok()?.extract().ok()?;
-    if module != "dataloader_rs._loader" {
-        return None;
-    }
-    let inner = obj.getattr("__wrapped__").ok()?;
-    inner
-        .cast::<PyTransform>()
-        .ok()
-        .map(|t| t.get().transform())
-}
-
 impl Pipeline {
     /// The pipeline of `PyDataloader(transform=..., collate_fn=..., return_indices=...)`:
     /// a `dataloader_rs.transforms` object runs in Rust, `ImageCollator` collates in Rust;
-    /// anything else is a Python callable (one-argument transforms were wrapped in Python).
+    /// anything else is a Python callable (`takes_index`: called as `f(index, sample)`).
     pub fn from_py(
+        py: Python<'_>,
         transform: Option<Py<PyAny>>,
+        takes_index: bool,
         collate_fn: Option<Py<PyAny>>,
         return_indices: bool,
     ) -> Self {
-        // Made by a Python thread (a loader's constructor).
-        Python::attach(|py| {
-            let transform = transform.map(|t| match native_transform(t.bind(py)) {
-                Some(native) => ItemTransform::Native(native),
-                None => ItemTransform::Python(t),
+        {
+            let transform = transform.map(|t| match t.bind(py).cast::<PyTransform>() {
+                Ok(native) => ItemTransform::Native(native.get().transform()),
+                Err(_) => ItemTransform::Python { f: t, takes_index },
             });
             let collate = match collate_fn {
                 None => Collate::List,
@@ -129,7 +119,7 @@ impl Pipeline {
                 stats: Arc::default(),
                 skipper: Arc::default(),
             }
-        })
+        }
     }
 
     /// Transforms a Python sample on a thread that holds the interpreter; a native transform
@@ -146,10 +136,9 @@ impl Pipeline {
         };
         let started = self.stats.transform_clock();
         let out = match transform {
-            ItemTransform::Python(f) => f
-                .bind(py)
-                .call1((index, sample))
-                .map_err(|e| no_stop_iteration(py, e, "the transform")),
+            ItemTransform::Python { f, takes_index } => {
+                call_transform(f.bind(py), *takes_index, index, sample)
+            }
             ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);
@@ -173,12 +162,9 @@ impl Pipeline {
         };
         let started = self.stats.transform_clock();
         let out = match transform {
-            ItemTransform::Python(f) => crate::attach::attach(|py| {
+            ItemTransform::Python { f, takes_index } => crate::attach::attach(|py| {
                 let arg = sample.into_py(py)?;
-                let out = f
-                    .bind(py)
-                    .call1((index, arg))
-                    .map_err(|e| no_stop_iteration(py, e, "the transform"))?;
+                let out = call_transform(f.bind(py), *takes_index, index, arg)?;
                 Ok(Sample::Py(out.unbind()))
             }),
             ItemTransform::Native(t) => {
@@ -239,7 +225,7 @@ impl Pipeline {
 
     /// Visits the Python callables (for the garbage collector).
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(ItemTransform::Python(f)) = &self.transform {
+        if let Some(ItemTransform::Python { f, .. }) = &self.transform {
             visit.call(f)?;
         }
         if let Collate::Python(c) = &self.collate {
@@ -264,6 +250,21 @@ impl Pipeline {
             Ok(batch.unbind())
         }
     }
+}
+
+/// Calls a Python transform `f` on item `index`'s `sample`.
+fn call_transform<'py>(
+    f: &Bound<'py, PyAny>,
+    takes_index: bool,
+    index: u64,
+    sample: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if takes_index {
+        f.call1((index, sample))
+    } else {
+        f.call1((sample,))
+    }
+    .map_err(|e| no_stop_iteration(f.py(), e, "the transform"))
 }
 
 /// The images of native samples; bytes that no transform decoded fail the batch.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 
 use dlrs_io::{Column, FetchOptions, RetryOptions};
 
@@ -50,6 +50,84 @@ pub fn duration(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
         .map(|v| dlrs_io::seconds(name, v).map_err(|e| io_error(&e)))
         .transpose()
 }
+
+/// The keyword arguments of a dataset constructor (`**options` in its signature; its
+/// `text_signature` and `_native.pyi` spell them out): the names it takes, each read once.
+pub struct Keywords<'py> {
+    given: Vec<(String, Bound<'py, PyAny>)>,
+}
+
+impl<'py> Keywords<'py> {
+    /// The keywords of a call of `what`, which takes those in `known`.
+    pub fn new(
+        what: &str,
+        kwargs: Option<&Bound<'py, PyDict>>,
+        known: &[&str],
+    ) -> PyResult<Keywords<'py>> {
+        let mut given = Vec::new();
+        for (key, value) in kwargs.into_iter().flatten() {
+            let key: String = key.extract()?;
+            if !known.contains(&key.as_str()) {
+                return Err(PyTypeError::new_err(format!(
+                    "{what}() got an unexpected keyword argument '{key}'"
+                )));
+            }
+            given.push((key, value));
+        }
+        Ok(Keywords { given })
+    }
+
+    /// The value given for `name`; None is the same as not given.
+    pub fn get(&self, name: &str) -> Option<&Bound<'py, PyAny>> {
+        self.given
+            .iter()
+            .find(|(k, v)| k == name && !v.is_none())
+            .map(|(_, v)| v)
+    }
+
+    /// A number of seconds or None (no limit) for `name`; `default` when not given.
+    pub fn seconds(&self, name: &str, default: Option<Duration>) -> PyResult<Option<Duration>> {
+        let Some((_, value)) = self.given.iter().find(|(k, _)| k == name) else {
+            return Ok(default);
+        };
+        if value.is_none() {
+            return Ok(None);
+        }
+        let seconds = self.number(name, value)?;
+        duration(name, Some(seconds))
+    }
+
+    /// A number for `name`, `default` when not given.
+    pub fn float(&self, name: &str, default: f64) -> PyResult<f64> {
+        self.get(name).map_or(Ok(default), |v| self.number(name, v))
+    }
+
+    fn number(&self, name: &str, value: &Bound<'py, PyAny>) -> PyResult<f64> {
+        value.extract::<f64>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{name} must be a number of seconds, got {}",
+                type_name(value)
+            ))
+        })
+    }
+
+    /// The fetch options every Rust dataset takes: `timeout`, `retries`, `backoff`,
+    /// `max_backoff` and `max_bytes`, checked in that order; `defaults` for those not given.
+    pub fn fetch(&self, defaults: FetchOptions) -> PyResult<FetchOptions> {
+        let timeout = self.seconds("timeout", defaults.timeout)?;
+        fetch(
+            timeout,
+            self.get("retries"),
+            defaults,
+            self.float("backoff", 0.1)?,
+            self.float("max_backoff", 5.0)?,
+            self.get("max_bytes"),
+        )
+    }
+}
+
+/// The names [`Keywords::fetch`] reads.
+pub const FETCH_KEYWORDS: [&str; 5] = ["timeout", "retries", "backoff", "max_backoff", "max_bytes"];
 
 /// The fetch options of every Rust dataset: `timeout` (already read), then `retries` (the
 /// dataset's default when not given), `backoff`, `max_backoff` and `max_bytes`, checked in

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::types::{PyBytes, PyDict, PyType};
 
 use dlrs_io::{Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
 
@@ -98,27 +98,21 @@ pub struct HttpDataset {
 }
 
 impl HttpDataset {
-    #[allow(clippy::too_many_arguments)]
-    fn options(
-        headers: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        connect_timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<HttpOptions> {
-        let headers = args::str_pairs("headers", headers)?;
-        let timeout = args::duration("timeout", timeout)?;
-        let connect_timeout = args::duration("connect_timeout", connect_timeout)?;
-        let fetch = args::fetch(
-            timeout,
-            retries,
-            FetchOptions::HTTP,
-            backoff,
-            max_backoff,
-            max_bytes,
-        )?;
+    /// The keywords of the constructors (beyond `length`).
+    const KEYWORDS: [&str; 7] = [
+        "headers",
+        "timeout",
+        "connect_timeout",
+        "retries",
+        "backoff",
+        "max_backoff",
+        "max_bytes",
+    ];
+
+    fn options(kw: &args::Keywords<'_>) -> PyResult<HttpOptions> {
+        let headers = args::str_pairs("headers", kw.get("headers"))?;
+        let connect_timeout = kw.seconds("connect_timeout", Some(Duration::from_secs(10)))?;
+        let fetch = kw.fetch(FetchOptions::HTTP)?;
         Ok(HttpOptions {
             fetch,
             headers,
@@ -145,35 +139,18 @@ impl HttpDataset {
 impl HttpDataset {
     #[new]
     #[pyo3(
-        signature = (
-            urls, *, headers=None, timeout=Some(30.0), connect_timeout=Some(10.0), retries=None,
-            backoff=0.1, max_backoff=5.0, max_bytes=None
-        ),
+        signature = (urls, **options),
         text_signature = "(urls, *, headers=None, timeout=30.0, connect_timeout=10.0, retries=3, \
                           backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         urls: &Bound<'_, PyAny>,
-        headers: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        connect_timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let kw = args::Keywords::new("HttpDataset", options, &Self::KEYWORDS)?;
         let urls = args::strs("urls", urls)?;
-        let options = Self::options(
-            headers,
-            timeout,
-            connect_timeout,
-            retries,
-            backoff,
-            max_backoff,
-            max_bytes,
-        )?;
+        let options = Self::options(&kw)?;
         let first = urls.first().map_or_else(String::new, |u| {
             format!(", first {}", quoted(&redact_url(u)))
         });
@@ -191,40 +168,24 @@ impl HttpDataset {
     /// A dataset of the URLs made from `template` with the values of `columns` (and `{index}`).
     #[classmethod]
     #[pyo3(
-        signature = (
-            template, columns=None, *, length=None, headers=None, timeout=Some(30.0),
-            connect_timeout=Some(10.0), retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
-        ),
+        signature = (template, columns=None, **options),
         text_signature = "($cls, template, columns=None, *, length=None, headers=None, \
                           timeout=30.0, connect_timeout=10.0, retries=3, backoff=0.1, \
                           max_backoff=5.0, max_bytes=67108864)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn from_template(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
         template: &str,
         columns: Option<&Bound<'_, PyAny>>,
-        length: Option<&Bound<'_, PyAny>>,
-        headers: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        connect_timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let mut known = vec!["length"];
+        known.extend(Self::KEYWORDS);
+        let kw = args::Keywords::new("HttpDataset.from_template", options, &known)?;
         let columns = args::columns(columns)?;
-        let length = args::length(length)?;
-        let options = Self::options(
-            headers,
-            timeout,
-            connect_timeout,
-            retries,
-            backoff,
-            max_backoff,
-            max_bytes,
-        )?;
+        let length = args::length(kw.get("length"))?;
+        let options = Self::options(&kw)?;
         let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
         let shown_options = Self::shown_options(&options);
         let inner = py
@@ -262,22 +223,8 @@ pub struct FileDataset {
 }
 
 impl FileDataset {
-    fn options(
-        timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<FetchOptions> {
-        let timeout = args::duration("timeout", timeout)?;
-        args::fetch(
-            timeout,
-            retries,
-            FetchOptions::FILE,
-            backoff,
-            max_backoff,
-            max_bytes,
-        )
+    fn options(kw: &args::Keywords<'_>) -> PyResult<FetchOptions> {
+        kw.fetch(FetchOptions::FILE)
     }
 }
 
@@ -285,23 +232,18 @@ impl FileDataset {
 impl FileDataset {
     #[new]
     #[pyo3(
-        signature = (
-            paths, *, timeout=None, retries=None, backoff=0.1, max_backoff=5.0, max_bytes=None
-        ),
+        signature = (paths, **options),
         text_signature = "(paths, *, timeout=None, retries=0, backoff=0.1, max_backoff=5.0, \
                           max_bytes=67108864)"
     )]
     fn new(
         py: Python<'_>,
         paths: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let kw = args::Keywords::new("FileDataset", options, &args::FETCH_KEYWORDS)?;
         let paths = args::paths(paths)?;
-        let options = Self::options(timeout, retries, backoff, max_backoff, max_bytes)?;
+        let options = Self::options(&kw)?;
         let first = paths.first().map_or_else(String::new, |p| {
             format!(", first {}", quoted(&p.to_string_lossy()))
         });
@@ -320,26 +262,20 @@ impl FileDataset {
     /// A dataset of the paths made from `template` with the values of `columns` (and `{index}`).
     #[classmethod]
     #[pyo3(
-        signature = (
-            template, columns=None, *, length=None, timeout=None, retries=None, backoff=0.1,
-            max_backoff=5.0, max_bytes=None
-        ),
+        signature = (template, columns=None, **options),
         text_signature = "($cls, template, columns=None, *, length=None, timeout=None, \
                           retries=0, backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn from_template(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
         template: &Bound<'_, PyAny>,
         columns: Option<&Bound<'_, PyAny>>,
-        length: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let mut known = vec!["length"];
+        known.extend(args::FETCH_KEYWORDS);
+        let kw = args::Keywords::new("FileDataset.from_template", options, &known)?;
         let template = args::path("template", 0, template)
             .map_err(|_| PyTypeError::new_err("template must be a str or os.PathLike"))?;
         let template = template
@@ -347,8 +283,8 @@ impl FileDataset {
             .ok_or_else(|| PyTypeError::new_err("template must be valid UTF-8"))?
             .to_owned();
         let columns = args::columns(columns)?;
-        let length = args::length(length)?;
-        let options = Self::options(timeout, retries, backoff, max_backoff, max_bytes)?;
+        let length = args::length(kw.get("length"))?;
+        let options = Self::options(&kw)?;
         let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
         let (timeout, retries) = (options.timeout, options.retry.retries);
         let inner = py
@@ -387,25 +323,17 @@ pub struct ObjectStoreDataset {
 }
 
 impl ObjectStoreDataset {
-    fn options(
-        options: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<ObjectStoreOptions> {
-        let options = args::str_pairs("options", options)?;
-        let timeout = args::duration("timeout", timeout)?;
-        let fetch = args::fetch(
-            timeout,
-            retries,
-            FetchOptions::OBJECT_STORE,
-            backoff,
-            max_backoff,
-            max_bytes,
-        )?;
+    fn options(kw: &args::Keywords<'_>) -> PyResult<ObjectStoreOptions> {
+        let options = args::str_pairs("options", kw.get("options"))?;
+        let fetch = kw.fetch(FetchOptions::OBJECT_STORE)?;
         Ok(ObjectStoreOptions { options, fetch })
+    }
+
+    /// The keywords of the constructors (beyond `length`).
+    fn keywords() -> Vec<&'static str> {
+        let mut known = vec!["options"];
+        known.extend(args::FETCH_KEYWORDS);
+        known
     }
 
     fn shown_options(options: &ObjectStoreOptions) -> String {
@@ -423,27 +351,19 @@ impl ObjectStoreDataset {
 impl ObjectStoreDataset {
     #[new]
     #[pyo3(
-        signature = (
-            url, keys, *, options=None, timeout=None, retries=None, backoff=0.1, max_backoff=5.0,
-            max_bytes=None
-        ),
+        signature = (url, keys, **options),
         text_signature = "(url, keys, *, options=None, timeout=None, retries=3, backoff=0.1, \
                           max_backoff=5.0, max_bytes=67108864)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         url: &str,
         keys: &Bound<'_, PyAny>,
-        options: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let kw = args::Keywords::new("ObjectStoreDataset", options, &Self::keywords())?;
         let keys = args::strs("keys", keys)?;
-        let options = Self::options(options, timeout, retries, backoff, max_backoff, max_bytes)?;
+        let options = Self::options(&kw)?;
         let shown = format!(
             "ObjectStoreDataset({}, {} keys{})",
             quoted(&redact_url(url)),
@@ -459,32 +379,25 @@ impl ObjectStoreDataset {
     /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`.
     #[classmethod]
     #[pyo3(
-        signature = (
-            url, template, columns=None, *, length=None, options=None, timeout=None, retries=None,
-            backoff=0.1, max_backoff=5.0, max_bytes=None
-        ),
+        signature = (url, template, columns=None, **options),
         text_signature = "($cls, url, template, columns=None, *, length=None, options=None, \
                           timeout=None, retries=3, backoff=0.1, max_backoff=5.0, \
                           max_bytes=67108864)"
     )]
-    #[allow(clippy::too_many_arguments)]
     fn from_template(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
         url: &str,
         template: &str,
         columns: Option<&Bound<'_, PyAny>>,
-        length: Option<&Bound<'_, PyAny>>,
-        options: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
-        retries: Option<&Bound<'_, PyAny>>,
-        backoff: f64,
-        max_backoff: f64,
-        max_bytes: Option<&Bound<'_, PyAny>>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let mut known = vec!["length"];
+        known.extend(Self::keywords());
+        let kw = args::Keywords::new("ObjectStoreDataset.from_template", options, &known)?;
         let columns = args::columns(columns)?;
-        let length = args::length(length)?;
-        let options = Self::options(options, timeout, retries, backoff, max_backoff, max_bytes)?;
+        let length = args::length(kw.get("length"))?;
+        let options = Self::options(&kw)?;
         let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
         let shown_options = Self::shown_options(&options);
         let inner = py
