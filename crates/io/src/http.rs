@@ -291,7 +291,7 @@ fn failure(error: reqwest::Error, url: &str) -> Failure {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
-    use crate::test_server::{Reply, TestServer};
+    use crate::test_server::{LoopbackServer, Reply};
     use crate::{ErrorKind, RequestKind, RetryOptions, template::Column};
     use futures::StreamExt;
 
@@ -305,9 +305,11 @@ mod tests {
         options
     }
 
-    fn setup(route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static) -> (Runtime, TestServer) {
+    fn setup(
+        route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static,
+    ) -> (Runtime, LoopbackServer) {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), route);
+        let server = LoopbackServer::scripted(route).unwrap();
         (runtime, server)
     }
 
@@ -385,8 +387,10 @@ mod tests {
         // Slow replies keep all 8 requests of a loader in flight at once, so a loader that could
         // not reuse the kept connections would open about 8 more (found flaky with instant
         // replies: the first loader reused its own connections and opened only 5).
-        let (_server_runtime, server) =
-            setup(|path, _| Reply::Delayed(Duration::from_millis(30), path.as_bytes().to_vec()));
+        let server = LoopbackServer::scripted(|path, _| {
+            Reply::Delayed(Duration::from_millis(30), path.as_bytes().to_vec())
+        })
+        .unwrap();
         let dataset =
             HttpDataset::from_template(&server.url("/k/{index}"), vec![], Some(8), fast(0))
                 .unwrap();
@@ -543,7 +547,7 @@ mod tests {
             error.to_string(),
             format!(
                 "{}/private: HTTP status 404 Not Found (attempt 1)",
-                server.base
+                server.base_url()
             )
         );
         assert_eq!(error.kind(), ErrorKind::Http(404));
@@ -654,7 +658,7 @@ mod tests {
         );
         assert_eq!(
             error.to_string(),
-            format!("{}/slow: timed out (attempt 2 of 2)", server.base)
+            format!("{}/slow: timed out (attempt 2 of 2)", server.base_url())
         );
         assert_eq!(error.kind(), ErrorKind::TimedOut);
         assert_eq!(server.hits("/slow?sig=SECRET"), 2);
@@ -680,7 +684,7 @@ mod tests {
         assert!(
             error
                 .to_string()
-                .starts_with(&format!("{}/reset: ", server.base)),
+                .starts_with(&format!("{}/reset: ", server.base_url())),
             "{error}"
         );
         assert_eq!(server.hits("/reset"), 3);
@@ -807,13 +811,12 @@ mod tests {
     #[test]
     fn a_cross_origin_redirect_sends_nothing_of_the_users() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let other = TestServer::start(runtime.handle().unwrap(), |_, _| {
-            Reply::Body(b"landed".to_vec())
-        });
+        let other = LoopbackServer::scripted(|_, _| Reply::Body(b"landed".to_vec())).unwrap();
         let target = other.url("/land");
-        let first = TestServer::start(runtime.handle().unwrap(), move |_, _| {
+        let first = LoopbackServer::scripted(move |_, _| {
             Reply::Status(302, vec![("Location", target.clone())])
-        });
+        })
+        .unwrap();
         let dataset =
             HttpDataset::new(vec![first.url("/start?sig=SECRET")], user_headers()).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"landed"[..]);
@@ -831,10 +834,11 @@ mod tests {
     #[test]
     fn a_same_origin_redirect_keeps_the_user_headers_without_a_referer() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |path, _| match path {
+        let server = LoopbackServer::scripted(|path, _| match path {
             "/same?sig=SECRET" => Reply::Status(301, vec![("Location", "/there".into())]),
             _ => Reply::Body(path.as_bytes().to_vec()),
-        });
+        })
+        .unwrap();
         let dataset =
             HttpDataset::new(vec![server.url("/same?sig=SECRET")], user_headers()).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"/there"[..]);
@@ -849,13 +853,13 @@ mod tests {
     #[test]
     fn a_redirect_back_from_another_origin_stays_without_the_user_headers() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let first = TestServer::start(runtime.handle().unwrap(), |path, _| {
-            Reply::Body(path.as_bytes().to_vec())
-        });
+        let first =
+            LoopbackServer::scripted(|path, _| Reply::Body(path.as_bytes().to_vec())).unwrap();
         let back = first.url("/back");
-        let other = TestServer::start(runtime.handle().unwrap(), move |_, _| {
+        let other = LoopbackServer::scripted(move |_, _| {
             Reply::Status(307, vec![("Location", back.clone())])
-        });
+        })
+        .unwrap();
         let dataset = HttpDataset::new(vec![other.url("/away")], user_headers()).unwrap();
         // The dataset's URL is on `other`: `first` is the other origin here.
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"/back"[..]);

@@ -49,8 +49,8 @@ pub mod template;
 #[cfg(any(feature = "http", feature = "object-store"))]
 mod tls;
 
-#[cfg(all(test, any(feature = "http", feature = "object-store")))]
-mod test_server;
+#[cfg(any(test, feature = "test-server"))]
+pub mod test_server;
 
 pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
 pub use error::{Error, ErrorKind, RequestKind};

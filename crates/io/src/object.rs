@@ -727,7 +727,7 @@ fn cap(mut message: String) -> String {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
-    use crate::test_server::{Reply, TestServer};
+    use crate::test_server::{LoopbackServer, Reply};
     use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
@@ -1017,7 +1017,7 @@ mod tests {
     }
 
     fn http_dataset(
-        server: &TestServer,
+        server: &LoopbackServer,
         keys: &[&str],
         timeout: Option<Duration>,
         max_bytes: u64,
@@ -1041,7 +1041,7 @@ mod tests {
     #[test]
     fn http_store_against_a_local_server() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |path, n| match (path, n) {
+        let server = LoopbackServer::scripted(|path, n| match (path, n) {
             ("/bucket/pre/ok", _) => Reply::Body(b"object".to_vec()),
             ("/bucket/pre/flaky", 1) => Reply::Status(503, vec![]),
             ("/bucket/pre/flaky", _) => Reply::Body(b"second".to_vec()),
@@ -1052,7 +1052,8 @@ mod tests {
             ("/bucket/pre/unsupported", _) => Reply::Status(501, vec![]),
             ("/bucket/pre/anonymous", _) => Reply::Status(401, vec![]),
             _ => Reply::Status(404, vec![]),
-        });
+        })
+        .unwrap();
         let dataset = http_dataset(
             &server,
             &[
@@ -1101,7 +1102,7 @@ mod tests {
             missing.to_string(),
             format!(
                 "{}/bucket/pre/missing: HTTP status 404 Not Found",
-                server.base
+                server.base_url()
             )
         );
         assert_eq!(server.hits("/bucket/pre/missing"), 1);
@@ -1122,7 +1123,7 @@ mod tests {
             down.to_string(),
             format!(
                 "{}/bucket/pre/down: HTTP status 500 Internal Server Error (attempt 3)",
-                server.base
+                server.base_url()
             )
         );
         assert_eq!(retries(), 3);
@@ -1169,7 +1170,7 @@ mod tests {
     #[test]
     fn http_store_request_failures_are_typed_and_retried() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |path, n| match (path, n) {
+        let server = LoopbackServer::scripted(|path, n| match (path, n) {
             ("/bucket/pre/once", 1) => Reply::Reset,
             ("/bucket/pre/once", _) => Reply::Body(b"back".to_vec()),
             ("/bucket/pre/cut", _) => Reply::Truncated {
@@ -1177,7 +1178,8 @@ mod tests {
                 sent: b"abc".to_vec(),
             },
             _ => Reply::Reset,
-        });
+        })
+        .unwrap();
         let dataset = http_dataset(&server, &["once", "reset", "cut"], None, 99);
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"back"[..]);
         assert_eq!(server.hits("/bucket/pre/once"), 2);
@@ -1190,7 +1192,7 @@ mod tests {
         assert!(
             reset
                 .to_string()
-                .starts_with(&format!("{}/bucket/pre/reset: ", server.base)),
+                .starts_with(&format!("{}/bucket/pre/reset: ", server.base_url())),
             "{reset}"
         );
         assert_eq!(server.hits("/bucket/pre/reset"), 3);
@@ -1240,9 +1242,9 @@ mod tests {
     #[test]
     fn the_last_response_of_an_attempt_is_seen() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |_, _| {
-            Reply::Status(429, vec![("Retry-After", "7".into())])
-        });
+        let server =
+            LoopbackServer::scripted(|_, _| Reply::Status(429, vec![("Retry-After", "7".into())]))
+                .unwrap();
         let dataset = http_dataset(&server, &["k"], None, 99);
         let store = dataset.inner.store().unwrap().clone();
         let seen = runtime
@@ -1267,7 +1269,7 @@ mod tests {
     #[test]
     fn http_store_timeout() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |_, _| Reply::Stall);
+        let server = LoopbackServer::scripted(|_, _| Reply::Stall).unwrap();
         let dataset = http_dataset(&server, &["slow"], Some(Duration::from_millis(100)), 10);
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(&error, Error::Timeout { .. }), "{error:?}");
