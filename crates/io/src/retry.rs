@@ -40,7 +40,7 @@ impl RetryOptions {
     }
 }
 
-/// A `Duration` from a number of seconds given by a caller (Python floats), named in the error.
+/// A `Duration` from a number of seconds a caller gives as a float, named in the error.
 ///
 /// Refuses negative, NaN and infinite values and values that overflow a `Duration`.
 pub fn seconds(name: &str, value: f64) -> Result<Duration, Error> {
