@@ -16,9 +16,7 @@ without torch).
 
 The server is `dlrs serve` (Rust, one thread, latency timed to about 0.1 ms, never early) in a
 child process: --dlrs, else $DLRS_BIN, else the `dlrs` console script beside this interpreter or
-on PATH. Without one that knows `serve`, it falls back to tests/servers/http.py's
-HttpServerProcess (Python, asyncio), which costs about 3x the CPU per request and answers later
-(10.6 ms for 10 ms asked, more under load): on 2 cores it can set the pace instead of the loaders.
+on PATH (a dlrs older than `serve`, such as 0.2.0's, cannot: pass a newer one with --dlrs).
 
 The latency bound is 2,048 / 64 * 10 ms = 0.32 s: with 64 requests in flight, an epoch cannot
 take less. Nor can it take less than its CPU work (client and server, measured per epoch)
@@ -43,11 +41,7 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any, Self
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
 from dataloader_rs import HttpDataset, PyAsyncDataset, PyDataloader, PyDataset
-
-from servers.http import HttpServerProcess
 
 try:
     import aiohttp
@@ -103,15 +97,6 @@ class DlrsServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-class PythonServer(HttpServerProcess):
-    """The fallback: tests/servers/http.py in a child process."""
-
-    summary = ""
-
-    def item_url(self, i: int) -> str:  # type: ignore[override]
-        return super().item_url(i, size=SIZE)
 
 
 def find_dlrs(given: str | None) -> str | None:
@@ -260,26 +245,25 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated contender names")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--dlrs", help="the dlrs executable that serves (default: see above)")
-    parser.add_argument("--python-server", action="store_true", help="serve from tests/servers/http.py")
     parser.add_argument(
         "--latency-ms", type=float, default=DELAY * 1000, help="the server's latency (0: measure CPU costs)"
     )
     args = parser.parse_args()
 
     load_at_start = os.getloadavg()
-    dlrs = None if args.python_server else find_dlrs(args.dlrs)
-    if dlrs is None and not args.python_server:
-        print("no dlrs with a serve subcommand: serving from Python (tests/servers/http.py)", file=sys.stderr)
+    dlrs = find_dlrs(args.dlrs)
+    if dlrs is None:
+        sys.exit("no dlrs with a serve subcommand: pass one with --dlrs or $DLRS_BIN")
     delay = args.latency_ms / 1000
     bound = ITEMS / 64 * delay
-    server: DlrsServer | PythonServer = DlrsServer(dlrs, delay) if dlrs else PythonServer(delay=delay)
+    server = DlrsServer(dlrs, delay)
     results: dict[str, dict[str, float]] = {}
     with server:
         urls = [server.item_url(i) for i in range(ITEMS)]
         chosen = contenders(urls, sequential=delay == 0 or "urllib-sequential" in args.only.split(","))
         if args.only:
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
-        proc = getattr(server, "_proc", None)
+        proc = server._proc
         server_pid = proc.pid if proc is not None and sys.platform.startswith("linux") else None
         cpus = len(os.sched_getaffinity(0))
         for name, make in chosen.items():
@@ -315,7 +299,7 @@ def main() -> None:
         "cpus": len(os.sched_getaffinity(0)),
         "loadavg_start": load_at_start,
         "loadavg": os.getloadavg(),
-        "server": " ".join(server.argv) if isinstance(server, DlrsServer) else "tests/servers/http.py",
+        "server": " ".join(server.argv),
         "served": server.summary,
         # The spec's benchmarks ran with its allocator settings for every loader; see BENCH.md.
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),

@@ -38,7 +38,6 @@ from servers.fixtures import (
 from servers.gcs import GcsTestServer
 from servers.http import (
     BLOCK_SIZE,
-    HttpServerProcess,
     HttpTestServer,
     expected_body,
     item_body,
@@ -555,18 +554,6 @@ def test_http_context_manager_and_restart_refused() -> None:
             server.start()
         assert _get(server.item_url(1))[2] == b"item-1"
     assert not server.running
-
-
-def test_http_server_process_serves_and_exits() -> None:
-    with HttpServerProcess(delay=0.01) as server:
-        pid, port = server.pid, server.port
-        assert pid is not None
-        assert pid != os.getpid()
-        assert _get(server.bytes_url(70000, seed=5))[2] == expected_body(70000, 5)
-        doc = json.loads(_get(server.url("/echo", x=1))[2])
-        assert doc["params"] == {"delay": "0.01", "x": "1"}
-    assert _process_gone(pid)
-    assert _port_closed(port)
 
 
 # --------------------------------------------------------------------------- S3

@@ -45,13 +45,9 @@ import contextlib
 import hashlib
 import itertools
 import json
-import os
 import random
-import select
 import socket
 import struct
-import subprocess
-import sys
 import threading
 import time
 from collections import defaultdict, deque
@@ -63,7 +59,6 @@ from urllib.parse import parse_qsl, unquote, urlencode
 
 __all__ = [
     "BLOCK_SIZE",
-    "HttpServerProcess",
     "HttpTestServer",
     "RequestRecord",
     "expected_body",
@@ -229,34 +224,7 @@ def _normalize_step(step: str | Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in step.items()}
 
 
-class _Urls:
-    """URL helpers shared by the in-process and the child-process servers."""
-
-    host: str
-    port: int
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:<port>``"""
-        return f"http://{self.host}:{self.port}"
-
-    def url(self, path: str, **query: Any) -> str:
-        """The URL of ``path`` with ``query`` (values are str()-ed; ``None`` values dropped)."""
-        if not path.startswith("/"):
-            path = "/" + path
-        q = {k: str(v) for k, v in query.items() if v is not None}
-        return self.base_url + path + ("?" + urlencode(q) if q else "")
-
-    def bytes_url(self, n: int, seed: int = 0, **query: Any) -> str:
-        """URL of ``/bytes/<n>?seed=<seed>``: its body is ``expected_body(n, seed)``."""
-        return self.url(f"/bytes/{n}", seed=seed, **query)
-
-    def item_url(self, i: int, **query: Any) -> str:
-        """URL of ``/item/<i>``: its body is ``item_body(i, query.get("size"))``."""
-        return self.url(f"/item/{i}", **query)
-
-
-class HttpTestServer(_Urls):
+class HttpTestServer:
     """An HTTP/1.1 server on ``127.0.0.1`` at a free port, serving the routes of this module.
 
     Use it as a context manager or call :meth:`start` and :meth:`stop`. ``defaults`` are query
@@ -285,6 +253,28 @@ class HttpTestServer(_Urls):
         self._stop_event: asyncio.Event | None = None
         self._connections: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+
+    # ----------------------------------------------------------------- URLs
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>``"""
+        return f"http://{self.host}:{self.port}"
+
+    def url(self, path: str, **query: Any) -> str:
+        """The URL of ``path`` with ``query`` (values are str()-ed; ``None`` values dropped)."""
+        if not path.startswith("/"):
+            path = "/" + path
+        q = {k: str(v) for k, v in query.items() if v is not None}
+        return self.base_url + path + ("?" + urlencode(q) if q else "")
+
+    def bytes_url(self, n: int, seed: int = 0, **query: Any) -> str:
+        """URL of ``/bytes/<n>?seed=<seed>``: its body is ``expected_body(n, seed)``."""
+        return self.url(f"/bytes/{n}", seed=seed, **query)
+
+    def item_url(self, i: int, **query: Any) -> str:
+        """URL of ``/item/<i>``: its body is ``item_body(i, query.get("size"))``."""
+        return self.url(f"/item/{i}", **query)
 
     # ----------------------------------------------------------------- life cycle
 
@@ -1064,86 +1054,3 @@ class http_server:
 
     def __exit__(self, *exc: object) -> None:
         self._server.stop()
-
-
-class HttpServerProcess(_Urls):
-    """An :class:`HttpTestServer` in a child Python process (``python -m servers.http``), so that
-    serving does not compete with the test's threads for the GIL: for benchmarks. Only the URL
-    helpers are available here (no request records or counters)."""
-
-    def __init__(self, **defaults: Any) -> None:
-        self.host = "127.0.0.1"
-        self.port = 0
-        self._defaults = {str(k): str(v) for k, v in defaults.items()}
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Self:
-        if self._proc is not None:
-            raise RuntimeError("server already started")
-        argv = [sys.executable, "-m", "servers.http"]
-        for k, v in self._defaults.items():
-            argv += ["--param", f"{k}={v}"]
-        tests_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = tests_dir + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.Popen(argv, cwd=tests_dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], 30)
-        line = proc.stdout.readline().decode() if ready else ""
-        if not line.startswith("READY "):
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"the HTTP server process did not start (got {line!r})")
-        self.port = int(line.split()[1])
-        self._proc = proc
-        return self
-
-    def stop(self) -> None:
-        """Closes the child's stdin (it then stops its server and exits) and reaps it."""
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m servers.http [--param name=value]...``: serves until stdin closes; prints
-    ``READY <port>`` once listening."""
-    import argparse
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        help="a default query parameter, name=value",
-    )
-    args = parser.parse_args(argv)
-    defaults = dict(p.split("=", 1) for p in args.param)
-    with HttpTestServer(**defaults) as server:
-        sys.stdout.write(f"READY {server.port}\n")
-        sys.stdout.flush()
-        sys.stdin.buffer.read()  # until the parent closes the pipe (or dies)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

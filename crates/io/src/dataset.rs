@@ -27,9 +27,10 @@ pub struct FetchOptions {
     /// store, which always has one (`None`: [`crate::DEFAULT_OBJECT_TIMEOUT`]). A file read over
     /// it is abandoned (it cannot be cancelled and finishes on the blocking pool).
     pub timeout: Option<Duration>,
-    /// Retries of connection errors, timeouts and [`crate::RETRY_STATUSES`] (HTTP), of the I/O
-    /// errors `TimedOut`, `Interrupted` and `WouldBlock` (files), or object_store's own retries
-    /// (5xx, 429, 408, connection errors, timeouts, within 3 minutes of the first attempt).
+    /// Retries of failed requests (all but a refused certificate or a redirect loop), timeouts
+    /// and the statuses of `RETRY_STATUSES` (HTTP and object stores, honouring a Retry-After up
+    /// to `max_backoff`), and of the I/O errors `TimedOut`, `Interrupted` and `WouldBlock`
+    /// (files, and objects of a `file://` store).
     pub retry: RetryOptions,
     /// The largest item accepted.
     pub max_bytes: u64,

@@ -12,6 +12,7 @@ use crate::redact::redact_text;
 /// message. No message shows a URL's query string or credentials: every
 /// location stored here has gone through [`crate::redact_url`] or [`crate::redact_text`].
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A bad argument value (a template, an option, a URL, a header).
     #[error("{0}")]
@@ -75,11 +76,14 @@ pub enum Error {
     },
 
     /// A request that failed without a status (connection refused or reset, truncated body,
-    /// TLS, redirect loop, an object store's own failure).
+    /// TLS, redirect loop, an object store's own failure), of a kind read from the failure's
+    /// source errors, not from their messages.
     #[error("{location}: {message}")]
     Request {
         /// The redacted URL or object location.
         location: String,
+        /// What kind of failure it is.
+        kind: RequestKind,
         /// What went wrong, redacted.
         message: String,
     },
@@ -133,12 +137,42 @@ pub enum ErrorKind {
     /// A file or object read failed with this I/O error kind ([`Error::Io`]): `NotFound`,
     /// `PermissionDenied`, ...
     Io(io::ErrorKind),
-    /// A request failed without a status ([`Error::Request`]).
-    Request,
+    /// A request failed without a status ([`Error::Request`]), for this reason.
+    Request(RequestKind),
     /// The tokio runtime failed ([`Error::Runtime`]).
     Runtime,
     /// A transform or the collation of a pipeline failed.
     Transform,
+}
+
+/// Why a request failed without a status ([`Error::Request`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestKind {
+    /// Nothing accepted the connection.
+    ConnectionRefused,
+    /// The other side reset, aborted or closed the connection before the answer was complete.
+    ConnectionReset,
+    /// The body ended before the length its head announced.
+    Truncated,
+    /// The TLS handshake or a TLS record failed (a server that does not speak TLS, ...).
+    Tls,
+    /// The server's certificate was refused (untrusted, expired, for another name): another
+    /// attempt would be refused too.
+    Certificate,
+    /// More redirects than allowed, or a redirect to an invalid or non-HTTP URL.
+    Redirect,
+    /// Connecting failed otherwise (a name that does not resolve, an unreachable network).
+    Connect,
+    /// Any other failure (an object store's own, ...).
+    Other,
+}
+
+impl RequestKind {
+    /// Whether another attempt may succeed: all but a refused certificate and a redirect.
+    pub fn is_transient(self) -> bool {
+        !matches!(self, RequestKind::Certificate | RequestKind::Redirect)
+    }
 }
 
 impl Error {
@@ -152,7 +186,7 @@ impl Error {
             Error::Timeout { .. } => ErrorKind::TimedOut,
             Error::Http { status, .. } => ErrorKind::Http(*status),
             Error::Io { kind, .. } => ErrorKind::Io(*kind),
-            Error::Request { .. } => ErrorKind::Request,
+            Error::Request { kind, .. } => ErrorKind::Request(*kind),
             Error::Runtime(_) => ErrorKind::Runtime,
             Error::Item { error, .. } => error.kind(),
             #[cfg(feature = "transforms")]
@@ -192,20 +226,80 @@ impl Error {
     }
 }
 
-/// `error` and its sources, joined by ": ".
+/// The messages of `error` and its sources, joined by ": ", leaving out the errors whose
+/// message already shows their source's (known by their types: object_store's `HttpError`, a
+/// reqwest error around another).
 #[cfg(any(feature = "http", feature = "object-store"))]
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let repeats_its_source = |e: &(dyn std::error::Error + 'static)| {
+        #[cfg(feature = "object-store")]
+        if e.is::<object_store::client::HttpError>() {
+            return true;
         }
-        source = cause.source();
+        e.is::<reqwest::Error>() && e.source().is_some_and(|s| s.is::<reqwest::Error>())
+    };
+    let levels = std::iter::successors(Some(error), |e| e.source());
+    let shown: Vec<String> = levels
+        .filter(|e| !repeats_its_source(*e))
+        .map(|e| e.to_string())
+        .collect();
+    shown.join(": ")
+}
+
+/// `error` and every error under it, stepping into the error an `io::Error` wraps (its
+/// `source()` skips that one).
+#[cfg(any(feature = "http", feature = "object-store"))]
+pub(crate) fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| {
+        match e.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        }
+    })
+}
+
+/// The kind of a failed request, read from the typed errors in its chain: a rustls error, an
+/// OS error kind, reqwest's (or object_store's) own connect flag.
+#[cfg(any(feature = "http", feature = "object-store"))]
+pub(crate) fn request_kind(error: &(dyn std::error::Error + 'static)) -> RequestKind {
+    let mut connect = false;
+    for cause in causes(error) {
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return match tls {
+                rustls::Error::InvalidCertificate(_) => RequestKind::Certificate,
+                _ => RequestKind::Tls,
+            };
+        }
+        if let Some(io) = cause.downcast_ref::<io::Error>() {
+            match io.kind() {
+                io::ErrorKind::ConnectionRefused => return RequestKind::ConnectionRefused,
+                io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe => return RequestKind::ConnectionReset,
+                // Before any answer (a TLS handshake cut short) the connection was closed.
+                io::ErrorKind::UnexpectedEof if connect => return RequestKind::ConnectionReset,
+                io::ErrorKind::UnexpectedEof => return RequestKind::Truncated,
+                _ => {}
+            }
+        }
+        if let Some(e) = cause.downcast_ref::<reqwest::Error>() {
+            connect |= e.is_connect();
+            if e.is_redirect() {
+                return RequestKind::Redirect;
+            }
+        }
+        #[cfg(feature = "object-store")]
+        if let Some(e) = cause.downcast_ref::<object_store::client::HttpError>() {
+            connect |= e.kind() == object_store::client::HttpErrorKind::Connect;
+        }
     }
-    message
+    if connect {
+        RequestKind::Connect
+    } else {
+        RequestKind::Other
+    }
 }
 
 fn describe_size(size: Option<u64>) -> String {
@@ -216,7 +310,7 @@ fn describe_size(size: Option<u64>) -> String {
 }
 
 #[cfg(any(feature = "http", feature = "object-store"))]
-fn reason(status: u16) -> String {
+pub(crate) fn reason(status: u16) -> String {
     let reason = http::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason());
@@ -228,7 +322,7 @@ fn reason(status: u16) -> String {
 
 /// Without an HTTP client there are no HTTP errors to explain.
 #[cfg(not(any(feature = "http", feature = "object-store")))]
-fn reason(_status: u16) -> String {
+pub(crate) fn reason(_status: u16) -> String {
     String::new()
 }
 
@@ -295,10 +389,11 @@ mod tests {
         check(
             Error::Request {
                 location: "http://h/a".into(),
+                kind: RequestKind::ConnectionReset,
                 message: "connection reset".into(),
             },
             "http://h/a: connection reset",
-            ErrorKind::Request,
+            ErrorKind::Request(RequestKind::ConnectionReset),
         );
         check(
             Error::Runtime("nested".into()),

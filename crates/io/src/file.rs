@@ -138,16 +138,8 @@ impl Dataset for FileDataset {
 /// Reads `path` whole, refusing more than `max_bytes` (from its metadata, then while reading).
 fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
     let io_failure = |e: io::Error| {
-        let transient = matches!(
-            e.kind(),
-            io::ErrorKind::TimedOut | io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-        );
-        let error = Error::io(&path.display().to_string(), e);
-        if transient {
-            Failure::transient(error)
-        } else {
-            Failure::Fatal(error)
-        }
+        let transient = retry::is_transient_io(e.kind());
+        Failure::new(Error::io(&path.display().to_string(), e), transient)
     };
     let too_large = |size| {
         Failure::Fatal(Error::TooLarge {

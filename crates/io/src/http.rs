@@ -5,19 +5,16 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION};
 
 use crate::dataset::{Capped, Dataset, FetchOptions, Locations};
-use crate::error::{Error, chain};
+use crate::error::{Error, RequestKind, chain, request_kind};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::{self, Failure};
 use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
 use crate::tls;
 use dlrs_core::per_process::PerProcess;
-
-/// The statuses that are retried; any other non-success status fails at once.
-pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
 
 /// The options of an [`HttpDataset`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,6 +207,7 @@ async fn get(
             .ok_or_else(|| {
                 Failure::Fatal(Error::Request {
                     location: redact_url(url),
+                    kind: RequestKind::Redirect,
                     message: "redirected to an invalid or non-HTTP URL".into(),
                 })
             })?;
@@ -222,6 +220,7 @@ async fn get(
     }
     Err(Failure::Fatal(Error::Request {
         location: redact_url(url),
+        kind: RequestKind::Redirect,
         message: format!("more than {MAX_REDIRECTS} redirects"),
     }))
 }
@@ -243,14 +242,8 @@ async fn attempt(
             url: redact_url(url),
             attempts: attempt,
         };
-        return Err(if RETRY_STATUSES.contains(&status.as_u16()) {
-            Failure::Transient {
-                error,
-                retry_after: retry_after(response.headers(), SystemTime::now()),
-            }
-        } else {
-            Failure::Fatal(error)
-        });
+        let retry_after = retry::retry_after(response.headers(), SystemTime::now());
+        return Err(Failure::status(error, status.as_u16(), retry_after));
     }
     let too_large = |size| {
         Failure::Fatal(Error::TooLarge {
@@ -272,13 +265,13 @@ async fn attempt(
     Ok(body)
 }
 
-/// Classifies a reqwest error: timeouts and connection or body errors are worth another attempt.
+/// Classifies a reqwest error: a timeout, a bad URL, or a failed request of the kind its
+/// source errors show (worth another attempt unless [`RequestKind::is_transient`] says no).
 fn failure(error: reqwest::Error, url: &str) -> Failure {
     if error.is_timeout() {
         return Failure::TimedOut;
     }
-    let builder = error.is_builder();
-    let fatal = error.is_redirect() || is_certificate_error(&error);
+    let (builder, kind) = (error.is_builder(), request_kind(&error));
     let message = redact_text(&chain(&error.without_url()));
     if builder {
         return Failure::Fatal(Error::invalid(format!(
@@ -288,57 +281,18 @@ fn failure(error: reqwest::Error, url: &str) -> Failure {
     }
     let error = Error::Request {
         location: redact_url(url),
+        kind,
         message,
     };
-    if fatal {
-        Failure::Fatal(error)
-    } else {
-        Failure::transient(error)
-    }
-}
-
-/// Whether a TLS certificate was refused somewhere in `error`'s chain: another attempt would
-/// be refused too.
-fn is_certificate_error(error: &(dyn std::error::Error + 'static)) -> bool {
-    let refused = |e: &(dyn std::error::Error + 'static)| {
-        matches!(
-            e.downcast_ref::<rustls::Error>(),
-            Some(rustls::Error::InvalidCertificate(_))
-        )
-    };
-    let mut next = Some(error);
-    while let Some(e) = next {
-        if refused(e) {
-            return true;
-        }
-        // An io::Error's `source()` skips the error it wraps: step into it instead.
-        next = match e
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            Some(inner) => Some(inner),
-            None => e.source(),
-        };
-    }
-    false
-}
-
-/// The wait a Retry-After header asks for (seconds or an HTTP date), if any.
-fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let date = httpdate::parse_http_date(value).ok()?;
-    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
+    Failure::new(error, kind.is_transient())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
-    use crate::test_server::{Reply, TestServer};
-    use crate::{ErrorKind, RetryOptions, template::Column};
+    use crate::test_server::{LoopbackServer, Reply};
+    use crate::{ErrorKind, RequestKind, RetryOptions, template::Column};
     use futures::StreamExt;
 
     fn fast(retries: u32) -> HttpOptions {
@@ -351,9 +305,11 @@ mod tests {
         options
     }
 
-    fn setup(route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static) -> (Runtime, TestServer) {
+    fn setup(
+        route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static,
+    ) -> (Runtime, LoopbackServer) {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), route);
+        let server = LoopbackServer::scripted(route).unwrap();
         (runtime, server)
     }
 
@@ -431,8 +387,10 @@ mod tests {
         // Slow replies keep all 8 requests of a loader in flight at once, so a loader that could
         // not reuse the kept connections would open about 8 more (found flaky with instant
         // replies: the first loader reused its own connections and opened only 5).
-        let (_server_runtime, server) =
-            setup(|path, _| Reply::Delayed(Duration::from_millis(30), path.as_bytes().to_vec()));
+        let server = LoopbackServer::scripted(|path, _| {
+            Reply::Delayed(Duration::from_millis(30), path.as_bytes().to_vec())
+        })
+        .unwrap();
         let dataset =
             HttpDataset::from_template(&server.url("/k/{index}"), vec![], Some(8), fast(0))
                 .unwrap();
@@ -589,7 +547,7 @@ mod tests {
             error.to_string(),
             format!(
                 "{}/private: HTTP status 404 Not Found (attempt 1)",
-                server.base
+                server.base_url()
             )
         );
         assert_eq!(error.kind(), ErrorKind::Http(404));
@@ -700,7 +658,7 @@ mod tests {
         );
         assert_eq!(
             error.to_string(),
-            format!("{}/slow: timed out (attempt 2 of 2)", server.base)
+            format!("{}/slow: timed out (attempt 2 of 2)", server.base_url())
         );
         assert_eq!(error.kind(), ErrorKind::TimedOut);
         assert_eq!(server.hits("/slow?sig=SECRET"), 2);
@@ -718,11 +676,15 @@ mod tests {
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"ok"[..]);
         assert_eq!(server.hits("/flaky"), 2);
         let error = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Request(RequestKind::ConnectionReset),
+            "{error:?}"
+        );
         assert!(
             error
                 .to_string()
-                .starts_with(&format!("{}/reset: ", server.base)),
+                .starts_with(&format!("{}/reset: ", server.base_url())),
             "{error}"
         );
         assert_eq!(server.hits("/reset"), 3);
@@ -742,23 +704,66 @@ mod tests {
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), vec![1; 100]);
         assert_eq!(server.hits("/once"), 2);
         let error = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Request(RequestKind::Truncated),
+            "{error:?}"
+        );
         assert_eq!(server.hits("/always"), 2);
     }
 
-    #[test]
-    fn connection_refused_is_an_os_error() {
-        let runtime = Runtime::new(Some(1)).unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
+    /// A port nothing listens on (bound, then closed).
+    fn refused_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
-            .port();
+            .port()
+    }
+
+    #[test]
+    fn connection_refused_is_retried_and_typed() {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let port = refused_port();
         let dataset =
-            HttpDataset::new(vec![format!("http://127.0.0.1:{port}/x")], fast(1)).unwrap();
+            HttpDataset::new(vec![format!("http://127.0.0.1:{port}/x")], fast(2)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(matches!(error, Error::Request { .. }), "{error:?}");
-        assert_eq!(error.kind(), ErrorKind::Request);
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Request(RequestKind::ConnectionRefused),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("Connection refused"), "{error}");
+        assert_eq!(dataset.io_stats().unwrap().snapshot().retries, 2);
+    }
+
+    /// A TLS handshake to a server that answers in plain HTTP: a TLS failure, retried (only a
+    /// refused certificate is not).
+    #[test]
+    fn a_tls_handshake_to_a_plain_server_is_a_tls_error() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = stream.read(&mut [0; 4096]);
+                let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            }
+        });
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let dataset =
+            HttpDataset::new(vec![format!("https://127.0.0.1:{port}/x")], fast(1)).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Request(RequestKind::Tls),
+            "{error:?}"
+        );
+        assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]
@@ -806,13 +811,12 @@ mod tests {
     #[test]
     fn a_cross_origin_redirect_sends_nothing_of_the_users() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let other = TestServer::start(runtime.handle().unwrap(), |_, _| {
-            Reply::Body(b"landed".to_vec())
-        });
+        let other = LoopbackServer::scripted(|_, _| Reply::Body(b"landed".to_vec())).unwrap();
         let target = other.url("/land");
-        let first = TestServer::start(runtime.handle().unwrap(), move |_, _| {
+        let first = LoopbackServer::scripted(move |_, _| {
             Reply::Status(302, vec![("Location", target.clone())])
-        });
+        })
+        .unwrap();
         let dataset =
             HttpDataset::new(vec![first.url("/start?sig=SECRET")], user_headers()).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"landed"[..]);
@@ -830,10 +834,11 @@ mod tests {
     #[test]
     fn a_same_origin_redirect_keeps_the_user_headers_without_a_referer() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |path, _| match path {
+        let server = LoopbackServer::scripted(|path, _| match path {
             "/same?sig=SECRET" => Reply::Status(301, vec![("Location", "/there".into())]),
             _ => Reply::Body(path.as_bytes().to_vec()),
-        });
+        })
+        .unwrap();
         let dataset =
             HttpDataset::new(vec![server.url("/same?sig=SECRET")], user_headers()).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"/there"[..]);
@@ -848,13 +853,13 @@ mod tests {
     #[test]
     fn a_redirect_back_from_another_origin_stays_without_the_user_headers() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let first = TestServer::start(runtime.handle().unwrap(), |path, _| {
-            Reply::Body(path.as_bytes().to_vec())
-        });
+        let first =
+            LoopbackServer::scripted(|path, _| Reply::Body(path.as_bytes().to_vec())).unwrap();
         let back = first.url("/back");
-        let other = TestServer::start(runtime.handle().unwrap(), move |_, _| {
+        let other = LoopbackServer::scripted(move |_, _| {
             Reply::Status(307, vec![("Location", back.clone())])
-        });
+        })
+        .unwrap();
         let dataset = HttpDataset::new(vec![other.url("/away")], user_headers()).unwrap();
         // The dataset's URL is on `other`: `first` is the other origin here.
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"/back"[..]);
@@ -870,7 +875,11 @@ mod tests {
         });
         let dataset = HttpDataset::new(vec![server.url("/r0?sig=SECRET")], fast(3)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(matches!(error, Error::Request { .. }), "{error:?}");
+        assert_eq!(
+            error.kind(),
+            ErrorKind::Request(RequestKind::Redirect),
+            "{error:?}"
+        );
         assert!(error.to_string().contains("redirect"), "{error}");
         assert!(!error.to_string().contains("SECRET"), "{error}");
         assert_eq!(
@@ -999,7 +1008,11 @@ pUVRYcvGv0pfNA9meJxLPXgjURahRANCAASN5pqP5WO6eg9J9U3RjAjHqhSjGaqq
         let dataset = HttpDataset::new(vec![url], fast(3)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         match &error {
-            Error::Request { location, message } => {
+            Error::Request {
+                location,
+                kind: RequestKind::Certificate,
+                message,
+            } => {
                 assert_eq!(location, &format!("https://127.0.0.1:{port}/secure"));
                 assert!(message.contains("certificate"), "{message}");
             }
@@ -1011,24 +1024,5 @@ pUVRYcvGv0pfNA9meJxLPXgjURahRANCAASN5pqP5WO6eg9J9U3RjAjHqhSjGaqq
             1,
             "a refused certificate is not retried"
         );
-    }
-
-    #[test]
-    fn retry_after_values() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-        let header = |value: &str| {
-            let mut headers = HeaderMap::new();
-            headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
-            retry_after(&headers, now)
-        };
-        assert_eq!(header("7"), Some(Duration::from_secs(7)));
-        assert_eq!(header(" 0 "), Some(Duration::ZERO));
-        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
-        assert_eq!(header(&later), Some(Duration::from_secs(90)));
-        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(90));
-        assert_eq!(header(&earlier), Some(Duration::ZERO));
-        assert_eq!(header("soon"), None);
-        assert_eq!(header("-1"), None);
-        assert_eq!(retry_after(&HeaderMap::new(), now), None);
     }
 }

@@ -49,21 +49,23 @@ pub mod template;
 #[cfg(any(feature = "http", feature = "object-store"))]
 mod tls;
 
-#[cfg(all(test, any(feature = "http", feature = "object-store")))]
-mod test_server;
+#[cfg(any(test, feature = "test-server"))]
+pub mod test_server;
 
 pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
-pub use error::{Error, ErrorKind};
+pub use error::{Error, ErrorKind, RequestKind};
 #[cfg(feature = "file")]
 pub use file::FileDataset;
 #[cfg(feature = "http")]
-pub use http::{HttpDataset, HttpOptions, RETRY_STATUSES};
+pub use http::{HttpDataset, HttpOptions};
 #[cfg(feature = "object-store")]
 pub use object::{DEFAULT_OBJECT_TIMEOUT, ObjectStoreDataset, ObjectStoreOptions};
 #[cfg(feature = "transforms")]
 pub use pipeline::ImageStages;
 pub use pipeline::{BatchStream, ItemAt, Pipeline, Stages, TransformPool};
 pub use redact::{redact_text, redact_url};
+#[cfg(any(feature = "http", feature = "object-store"))]
+pub use retry::RETRY_STATUSES;
 pub use retry::{RetryOptions, seconds};
 pub use runtime::{MAX_THREADS, Runtime};
 pub use stats::{IoSnapshot, IoStats};

@@ -1,29 +1,34 @@
 //! `ObjectStoreDataset`: item i is an object under the store and prefix of a URL (object_store).
 
+use std::cell::Cell;
 use std::io;
+use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-use object_store::client::{HttpError, HttpErrorKind};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
+    ReqwestConnector,
+};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::http::HttpBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    BackoffConfig, Certificate, ClientConfigKey, ClientOptions, GetOptions, ObjectStore,
-    ObjectStoreScheme, RetryConfig,
+    Certificate, ClientConfigKey, ClientOptions, GetOptions, ObjectStore, ObjectStoreScheme,
+    RetryConfig,
 };
 
 use crate::dataset::{Capped, Dataset, FetchOptions, Locations};
-use crate::error::{Error, chain};
+use crate::error::{Error, reason, request_kind};
 use crate::redact::{redact_text, redact_url};
-use crate::retry::RetryOptions;
+use crate::retry::{self, Failure, RetryOptions};
 use crate::stats::IoStats;
 use crate::template::{Column, Target, Template};
 use crate::tls;
@@ -31,9 +36,6 @@ use dlrs_core::per_process::PerProcess;
 
 /// The per-request timeout when none is given.
 pub const DEFAULT_OBJECT_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long object_store keeps retrying one request, from its first attempt.
-const RETRY_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The options of an [`ObjectStoreDataset`].
 #[derive(Clone, PartialEq, Eq)]
@@ -43,8 +45,7 @@ pub struct ObjectStoreOptions {
     /// error, and so is `timeout` (use [`FetchOptions::timeout`]). Given keys win over the
     /// `AWS_*`, `GOOGLE_*` and `AZURE_*` environment variables.
     pub options: Vec<(String, String)>,
-    /// Timeout (`None`: 30 s), retries (object_store's own), `max_bytes`. Default
-    /// [`FetchOptions::OBJECT_STORE`].
+    /// Timeout (`None`: 30 s), retries, `max_bytes`. Default [`FetchOptions::OBJECT_STORE`].
     pub fetch: FetchOptions,
 }
 
@@ -70,6 +71,11 @@ impl std::fmt::Debug for ObjectStoreOptions {
 
 /// Item i is the object whose key, under the prefix of the URL, is the i-th key (from a list or
 /// a template). The store is built again in a forked child.
+///
+/// object_store's own retries are off: every attempt is one request, retried by the retry
+/// policy every dataset shares ([`crate::RetryOptions`], the statuses of
+/// [`crate::RETRY_STATUSES`]), and classified from object_store's error variants and the
+/// status of the last response.
 #[derive(Clone)]
 pub struct ObjectStoreDataset {
     inner: Arc<Inner>,
@@ -83,8 +89,7 @@ struct Inner {
     prefix: Path,
     keys: Locations,
     max_bytes: u64,
-    retries: u32,
-    /// Retries happen inside object_store, unseen: only requests and bytes are counted.
+    retry: RetryOptions,
     stats: IoStats,
 }
 
@@ -97,7 +102,6 @@ struct Config {
     url: url::Url,
     options: Parsed,
     timeout: Duration,
-    retry: RetryOptions,
 }
 
 /// Options checked against the keys of the URL's store.
@@ -164,7 +168,7 @@ impl ObjectStoreDataset {
             prefix,
             Locations::List(keys),
             max_bytes,
-            0,
+            RetryOptions::with_retries(0),
         )
     }
 
@@ -222,7 +226,6 @@ impl ObjectStoreDataset {
             url: parsed,
             options: store_options,
             timeout: options.fetch.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
-            retry: options.fetch.retry,
         };
         ObjectStoreDataset::build(
             Source::Config(config),
@@ -230,7 +233,7 @@ impl ObjectStoreDataset {
             prefix,
             keys,
             options.fetch.max_bytes,
-            options.fetch.retry.retries,
+            options.fetch.retry,
         )
     }
 
@@ -240,7 +243,7 @@ impl ObjectStoreDataset {
         prefix: Path,
         keys: Locations,
         max_bytes: u64,
-        retries: u32,
+        retry: RetryOptions,
     ) -> Result<ObjectStoreDataset, Error> {
         let inner = Inner {
             source,
@@ -249,7 +252,7 @@ impl ObjectStoreDataset {
             prefix,
             keys,
             max_bytes,
-            retries,
+            retry,
             stats: IoStats::default(),
         };
         if inner.keys.len() > 0 {
@@ -331,21 +334,18 @@ impl Config {
                 .map_err(|e| Error::Runtime(format!("bad bundled root certificate: {e}")))?;
             client = client.with_root_certificate(root);
         }
+        // One request per attempt: the dataset's retry loop makes the attempts.
         let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: self.retry.backoff,
-                max_backoff: self.retry.max_backoff,
-                base: 2.0,
-            },
-            max_retries: self.retry.retries as usize,
-            retry_timeout: RETRY_TIMEOUT,
+            max_retries: 0,
+            ..RetryConfig::default()
         };
         let url = self.url.as_str();
+        // object_store's messages include their sources' messages.
         let failed = |e: object_store::Error| {
             Error::invalid(format!(
                 "cannot configure the store for {}: {}",
                 redact_url(url),
-                redact_text(&chain(&e))
+                redact_text(&e.to_string())
             ))
         };
         let store: Arc<dyn ObjectStore> = match &self.options {
@@ -363,6 +363,7 @@ impl Config {
             Parsed::Http(options) => {
                 let mut builder = HttpBuilder::new()
                     .with_client_options(client)
+                    .with_http_connector(Observed)
                     .with_retry(retry)
                     .with_url(&self.url[..url::Position::BeforePath]);
                 for (key, value) in options {
@@ -418,6 +419,7 @@ impl Cloud for AmazonS3Builder {
     fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
         AmazonS3Builder::new()
             .with_client_options(client)
+            .with_http_connector(Observed)
             .with_retry(retry)
             .with_url(url)
     }
@@ -438,6 +440,7 @@ impl Cloud for GoogleCloudStorageBuilder {
     fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
         GoogleCloudStorageBuilder::new()
             .with_client_options(client)
+            .with_http_connector(Observed)
             .with_retry(retry)
             .with_url(url)
     }
@@ -464,6 +467,7 @@ impl Cloud for MicrosoftAzureBuilder {
     fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
         MicrosoftAzureBuilder::new()
             .with_client_options(client)
+            .with_http_connector(Observed)
             .with_retry(retry)
             .with_url(url)
     }
@@ -517,16 +521,40 @@ impl Inner {
         let key = self.keys.get(index)?;
         let path = self.path(&key)?;
         let store = self.store()?;
+        let (key, path) = (&*key, &path);
+        retry::run(
+            self.retry,
+            None,
+            || self.location(key),
+            |n| {
+                self.stats.attempt(n);
+                LAST_RESPONSE.scope(Cell::new(None), self.attempt(store, key, path, n))
+            },
+        )
+        .await
+    }
+
+    /// One GET of the object at `path`, whose failure is classified as it ran (in the scope of
+    /// [`LAST_RESPONSE`]).
+    async fn attempt(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        key: &str,
+        path: &Path,
+        attempt: u32,
+    ) -> Result<Bytes, Failure> {
         let _request = self.stats.request();
-        let failed = |e| store_error(e, &self.location(&key), self.retries);
+        let failed = |e| store_failure(e, &self.location(key), attempt);
         let result = store
-            .get_opts(&path, GetOptions::default())
+            .get_opts(path, GetOptions::default())
             .await
             .map_err(failed)?;
-        let too_large = |size| Error::TooLarge {
-            location: self.location(&key),
-            limit: self.max_bytes,
-            size,
+        let too_large = |size| {
+            Failure::Fatal(Error::TooLarge {
+                location: self.location(key),
+                limit: self.max_bytes,
+                size,
+            })
         };
         let size = result.meta.size;
         if size > self.max_bytes {
@@ -559,61 +587,130 @@ impl Dataset for ObjectStoreDataset {
     }
 }
 
-/// Maps an object_store error at `location` onto [`Error`].
-fn store_error(error: object_store::Error, location: &str, retries: u32) -> Error {
-    let message = shorten(redact_text(&chain(&error)));
-    let attempts = attempts_in(&message).unwrap_or(retries + 1);
+/// What the last HTTP response of an attempt said.
+#[derive(Debug, Clone, Copy)]
+struct Response {
+    status: u16,
+    retry_after: Option<Duration>,
+}
+
+tokio::task_local! {
+    /// The last response of the attempt running in this task, or `None` while a request is
+    /// under way or failed without one (set by [`Observed`]). object_store keeps the status of
+    /// a failed request in an error type it does not export, so it is seen here instead.
+    static LAST_RESPONSE: Cell<Option<Response>>;
+}
+
+/// The stores' HTTP client: object_store's reqwest client, noting each response's status in
+/// [`LAST_RESPONSE`].
+#[derive(Debug)]
+struct Observed;
+
+impl HttpConnector for Observed {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let client = ReqwestConnector::default().connect(options)?;
+        Ok(HttpClient::new(ObservedClient(client)))
+    }
+}
+
+#[derive(Debug)]
+struct ObservedClient(HttpClient);
+
+type Call<'a> = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send + 'a>>;
+
+impl HttpService for ObservedClient {
+    // The trait is declared with `async_trait`: this is the signature it expands to.
+    fn call<'s, 'f>(&'s self, request: HttpRequest) -> Call<'f>
+    where
+        's: 'f,
+        Self: 'f,
+    {
+        Box::pin(async move {
+            let note = |seen: Option<Response>| {
+                // Outside an attempt (no scope) there is nothing to note.
+                let _ = LAST_RESPONSE.try_with(|last| last.set(seen));
+            };
+            note(None);
+            let response = self.0.execute(request).await?;
+            note(Some(Response {
+                status: response.status().as_u16(),
+                retry_after: retry::retry_after(response.headers(), SystemTime::now()),
+            }));
+            Ok(response)
+        })
+    }
+}
+
+/// Classifies an object_store error at `location` in attempt `attempt`: from its variant, the
+/// status of the attempt's last response, then the typed errors under it.
+fn store_failure(error: object_store::Error, location: &str, attempt: u32) -> Failure {
+    let failed_status = LAST_RESPONSE
+        .try_with(Cell::get)
+        .ok()
+        .flatten()
+        .filter(|r| !(200..300).contains(&r.status));
+    // An answer's status says it all (its body, an XML error document, is left out);
+    // object_store's messages include their sources'.
+    let message = match failed_status {
+        Some(r) => format!("HTTP status {}{}", r.status, reason(r.status)),
+        None => cap(redact_text(&error.to_string())),
+    };
     let io_error = |kind: io::ErrorKind| Error::Io {
         location: location.to_owned(),
         kind,
         source: io::Error::new(kind, message.clone()),
     };
     match &error {
-        object_store::Error::NotFound { .. } => return io_error(io::ErrorKind::NotFound),
+        object_store::Error::NotFound { .. } => {
+            return Failure::Fatal(io_error(io::ErrorKind::NotFound));
+        }
         object_store::Error::PermissionDenied { .. }
         | object_store::Error::Unauthenticated { .. } => {
-            return io_error(io::ErrorKind::PermissionDenied);
+            return Failure::Fatal(io_error(io::ErrorKind::PermissionDenied));
         }
-        object_store::Error::InvalidPath { .. } => return Error::invalid(message),
+        object_store::Error::InvalidPath { .. } => {
+            return Failure::Fatal(Error::invalid(message));
+        }
         _ => {}
     }
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&error);
-    while let Some(cause) = source {
-        if let Some(http) = cause.downcast_ref::<HttpError>()
-            && http.kind() == HttpErrorKind::Timeout
-        {
-            return Error::Timeout {
-                location: location.to_owned(),
-                attempts,
-            };
-        }
-        if let Some(io) = cause.downcast_ref::<io::Error>() {
-            return io_error(io.kind());
-        }
-        source = cause.source();
-    }
-    if let Some(status) = status_in(&message) {
-        return Error::Http {
-            status,
+    if let Some(response) = failed_status {
+        let error = Error::Http {
+            status: response.status,
             url: location.to_owned(),
-            attempts,
+            attempts: attempt,
         };
+        return Failure::status(error, response.status, response.retry_after);
     }
-    Error::Request {
+    let http = crate::error::causes(&error).find_map(|e| e.downcast_ref::<HttpError>());
+    if let Some(http) = http {
+        if http.kind() == HttpErrorKind::Timeout {
+            return Failure::TimedOut;
+        }
+        let kind = request_kind(http);
+        let error = Error::Request {
+            location: location.to_owned(),
+            kind,
+            message: redact_text(&crate::error::chain(http)),
+        };
+        return Failure::new(error, kind.is_transient());
+    }
+    if let Some(io) = crate::error::causes(&error).find_map(|e| e.downcast_ref::<io::Error>()) {
+        let kind = io.kind();
+        return Failure::new(io_error(kind), retry::is_transient_io(kind));
+    }
+    Failure::Fatal(Error::Request {
         location: location.to_owned(),
+        kind: crate::RequestKind::Other,
         message,
-    }
+    })
 }
 
 /// The longest object-store message kept.
 const MAX_MESSAGE: usize = 400;
 
-/// `message` without a quoted XML error document, and at most about [`MAX_MESSAGE`] bytes.
-fn shorten(mut message: String) -> String {
-    if let Some(xml) = message.find("<?xml") {
-        message.truncate(xml);
-        message.truncate(message.trim_end_matches([':', ' ']).len());
-    }
+/// `message`, cut to at most about [`MAX_MESSAGE`] bytes (a store given by the caller may
+/// quote a whole error document).
+fn cap(mut message: String) -> String {
     message.truncate(message.trim_end().len());
     if message.len() > MAX_MESSAGE {
         let mut end = MAX_MESSAGE;
@@ -626,35 +723,12 @@ fn shorten(mut message: String) -> String {
     message
 }
 
-/// The HTTP status in an object_store retry message ("... non-2xx status code: 503 ...").
-///
-/// Read from the text because object_store 0.14.2 does not let us name its error: the status
-/// is in `client::retry::RetryError` (`status()`, `inner()` are public), but that module is
-/// `pub(crate)` and not re-exported, so no `downcast_ref` can reach it; its `Error` variants
-/// carry a status only as `NotFound` (404), `PermissionDenied` (403), `Unauthenticated` (401),
-/// `NotModified` (304), `Precondition` (412) and `AlreadyExists` (409), and every other status
-/// is a `Generic` whose source is that `RetryError`.
-fn status_in(message: &str) -> Option<u16> {
-    let (_, rest) = message.split_once("status code: ")?;
-    rest.get(..3)?.parse().ok()
-}
-
-/// The attempts in an object_store retry message ("..., after 3 retries, ...").
-///
-/// object_store 0.14.2 keeps the count in a private field of `RetryError` with no accessor
-/// (its public `retry::RetryContext::attempt` is for multipart-upload policies only).
-fn attempts_in(message: &str) -> Option<u32> {
-    let (_, rest) = message.split_once("after ")?;
-    let (retries, _) = rest.split_once(" retries")?;
-    retries.parse::<u32>().ok()?.checked_add(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ErrorKind;
     use crate::runtime::Runtime;
-    use crate::test_server::{Reply, TestServer};
+    use crate::test_server::{LoopbackServer, Reply};
+    use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
 
@@ -900,7 +974,6 @@ mod tests {
                 .unwrap(),
             ),
             timeout: DEFAULT_OBJECT_TIMEOUT,
-            retry: fast(0),
         };
         let env = |vars: &[(&str, &str)]| -> Env {
             vars.iter()
@@ -944,7 +1017,7 @@ mod tests {
     }
 
     fn http_dataset(
-        server: &TestServer,
+        server: &LoopbackServer,
         keys: &[&str],
         timeout: Option<Duration>,
         max_bytes: u64,
@@ -968,24 +1041,40 @@ mod tests {
     #[test]
     fn http_store_against_a_local_server() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |path, n| match (path, n) {
+        let server = LoopbackServer::scripted(|path, n| match (path, n) {
             ("/bucket/pre/ok", _) => Reply::Body(b"object".to_vec()),
             ("/bucket/pre/flaky", 1) => Reply::Status(503, vec![]),
             ("/bucket/pre/flaky", _) => Reply::Body(b"second".to_vec()),
             ("/bucket/pre/big", _) => Reply::Body(vec![0; 100]),
             ("/bucket/pre/down", _) => Reply::Status(500, vec![]),
             ("/bucket/pre/denied", _) => Reply::Status(403, vec![]),
+            ("/bucket/pre/busy", _) => Reply::Status(503, vec![("Retry-After", "0".into())]),
+            ("/bucket/pre/unsupported", _) => Reply::Status(501, vec![]),
+            ("/bucket/pre/anonymous", _) => Reply::Status(401, vec![]),
             _ => Reply::Status(404, vec![]),
-        });
+        })
+        .unwrap();
         let dataset = http_dataset(
             &server,
-            &["ok", "flaky", "big", "missing", "down", "denied"],
+            &[
+                "ok",
+                "flaky",
+                "big",
+                "missing",
+                "down",
+                "denied",
+                "busy",
+                "unsupported",
+                "anonymous",
+            ],
             None,
             99,
         );
+        let retries = || dataset.io_stats().unwrap().snapshot().retries;
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"object"[..]);
         assert_eq!(fetch(&runtime, &dataset, 1).unwrap(), &b"second"[..]);
         assert_eq!(server.hits("/bucket/pre/flaky"), 2);
+        assert_eq!(retries(), 1);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
         assert!(
             matches!(
@@ -1009,12 +1098,14 @@ mod tests {
             ),
             "{missing:?}"
         );
-        assert!(
-            missing
-                .to_string()
-                .starts_with(&format!("{}/bucket/pre/missing: ", server.base)),
-            "{missing}"
+        assert_eq!(
+            missing.to_string(),
+            format!(
+                "{}/bucket/pre/missing: HTTP status 404 Not Found",
+                server.base_url()
+            )
         );
+        assert_eq!(server.hits("/bucket/pre/missing"), 1);
         let down = fetch(&runtime, &dataset, 4).unwrap_err();
         assert!(
             matches!(
@@ -1028,6 +1119,14 @@ mod tests {
             "{down:?}"
         );
         assert_eq!(server.hits("/bucket/pre/down"), 3);
+        assert_eq!(
+            down.to_string(),
+            format!(
+                "{}/bucket/pre/down: HTTP status 500 Internal Server Error (attempt 3)",
+                server.base_url()
+            )
+        );
+        assert_eq!(retries(), 3);
         let denied = fetch(&runtime, &dataset, 5).unwrap_err();
         assert!(
             matches!(
@@ -1039,12 +1138,138 @@ mod tests {
             ),
             "{denied:?}"
         );
+        assert_eq!(server.hits("/bucket/pre/denied"), 1);
+        let busy = fetch(&runtime, &dataset, 6).unwrap_err();
+        assert_eq!(busy.kind(), ErrorKind::Http(503), "{busy:?}");
+        assert!(matches!(busy, Error::Http { attempts: 3, .. }), "{busy:?}");
+        assert_eq!(server.hits("/bucket/pre/busy"), 3);
+        // Only the statuses every dataset retries: object_store alone would retry any 5xx.
+        let unsupported = fetch(&runtime, &dataset, 7).unwrap_err();
+        assert!(
+            matches!(
+                unsupported,
+                Error::Http {
+                    status: 501,
+                    attempts: 1,
+                    ..
+                }
+            ),
+            "{unsupported:?}"
+        );
+        assert_eq!(server.hits("/bucket/pre/unsupported"), 1);
+        let anonymous = fetch(&runtime, &dataset, 8).unwrap_err();
+        assert_eq!(
+            anonymous.kind(),
+            ErrorKind::Io(io::ErrorKind::PermissionDenied),
+            "{anonymous:?}"
+        );
+        assert_eq!(server.hits("/bucket/pre/anonymous"), 1);
+        assert_eq!(retries(), 5);
+    }
+
+    #[test]
+    fn http_store_request_failures_are_typed_and_retried() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let server = LoopbackServer::scripted(|path, n| match (path, n) {
+            ("/bucket/pre/once", 1) => Reply::Reset,
+            ("/bucket/pre/once", _) => Reply::Body(b"back".to_vec()),
+            ("/bucket/pre/cut", _) => Reply::Truncated {
+                announced: 10,
+                sent: b"abc".to_vec(),
+            },
+            _ => Reply::Reset,
+        })
+        .unwrap();
+        let dataset = http_dataset(&server, &["once", "reset", "cut"], None, 99);
+        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"back"[..]);
+        assert_eq!(server.hits("/bucket/pre/once"), 2);
+        let reset = fetch(&runtime, &dataset, 1).unwrap_err();
+        assert_eq!(
+            reset.kind(),
+            ErrorKind::Request(RequestKind::ConnectionReset),
+            "{reset:?}"
+        );
+        assert!(
+            reset
+                .to_string()
+                .starts_with(&format!("{}/bucket/pre/reset: ", server.base_url())),
+            "{reset}"
+        );
+        assert_eq!(server.hits("/bucket/pre/reset"), 3);
+        let cut = fetch(&runtime, &dataset, 2).unwrap_err();
+        assert_eq!(
+            cut.kind(),
+            ErrorKind::Request(RequestKind::Truncated),
+            "{cut:?}"
+        );
+        assert_eq!(server.hits("/bucket/pre/cut"), 3);
+
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let nobody = ObjectStoreDataset::new(
+            &format!("http://127.0.0.1:{port}/bucket"),
+            vec!["k".into()],
+            ObjectStoreOptions {
+                options: vec![("allow_http".into(), "true".into())],
+                fetch: FetchOptions {
+                    retry: fast(2),
+                    ..FetchOptions::OBJECT_STORE
+                },
+            },
+        )
+        .unwrap();
+        let refused = fetch(&runtime, &nobody, 0).unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            ErrorKind::Request(RequestKind::ConnectionRefused),
+            "{refused:?}"
+        );
+        // Each error of the chain once (object_store's messages repeat their sources').
+        let message = refused.to_string();
+        assert!(message.contains("Connection refused"), "{message}");
+        assert_eq!(
+            message.matches("error sending request").count(),
+            1,
+            "{message}"
+        );
+        assert!(!message.contains("HTTP error"), "{message}");
+        assert_eq!(nobody.io_stats().unwrap().snapshot().retries, 2);
+    }
+
+    #[test]
+    fn the_last_response_of_an_attempt_is_seen() {
+        let runtime = Runtime::new(Some(2)).unwrap();
+        let server =
+            LoopbackServer::scripted(|_, _| Reply::Status(429, vec![("Retry-After", "7".into())]))
+                .unwrap();
+        let dataset = http_dataset(&server, &["k"], None, 99);
+        let store = dataset.inner.store().unwrap().clone();
+        let seen = runtime
+            .block_on(LAST_RESPONSE.scope(Cell::new(None), async move {
+                let path = Path::from("bucket/pre/k");
+                assert!(store.get_opts(&path, GetOptions::default()).await.is_err());
+                LAST_RESPONSE.with(Cell::get)
+            }))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (seen.status, seen.retry_after),
+            (429, Some(Duration::from_secs(7)))
+        );
+        assert_eq!(
+            server.hits("/bucket/pre/k"),
+            1,
+            "object_store retries nothing"
+        );
     }
 
     #[test]
     fn http_store_timeout() {
         let runtime = Runtime::new(Some(2)).unwrap();
-        let server = TestServer::start(runtime.handle().unwrap(), |_, _| Reply::Stall);
+        let server = LoopbackServer::scripted(|_, _| Reply::Stall).unwrap();
         let dataset = http_dataset(&server, &["slow"], Some(Duration::from_millis(100)), 10);
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert!(matches!(&error, Error::Timeout { .. }), "{error:?}");
@@ -1052,36 +1277,12 @@ mod tests {
     }
 
     #[test]
-    fn long_messages_are_shortened() {
-        assert_eq!(
-            shorten(
-                "not found: status code: 404 Not Found: <?xml version=\"1.0\"?><Error/>".into()
-            ),
-            "not found: status code: 404 Not Found"
-        );
-        assert_eq!(shorten("short".into()), "short");
-        assert_eq!(
-            shorten("404 Not Found: Not Found\n".into()),
-            "404 Not Found: Not Found"
-        );
-        let long = shorten("é".repeat(300));
+    fn long_messages_are_capped() {
+        assert_eq!(cap("short \n".into()), "short");
+        let long = cap("é".repeat(300));
         assert!(
             long.len() <= MAX_MESSAGE + '…'.len_utf8() && long.ends_with('…'),
             "{long}"
         );
-    }
-
-    #[test]
-    fn message_parsing() {
-        assert_eq!(
-            status_in("Server returned non-2xx status code: 503 Service Unavailable: "),
-            Some(503)
-        );
-        assert_eq!(status_in("no status"), None);
-        assert_eq!(
-            attempts_in("Error performing GET x in 1s, after 3 retries, max_retries: 3"),
-            Some(4)
-        );
-        assert_eq!(attempts_in("Error performing GET x in 1s - boom"), None);
     }
 }

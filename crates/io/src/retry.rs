@@ -1,10 +1,17 @@
-//! Retry settings and the retry loop shared by the HTTP and file datasets (on `backon`).
+//! Retry settings, the retry loop every dataset runs its attempts in (on `backon`), and what
+//! the datasets share to decide what is worth another attempt.
 
-// The loop is the HTTP and file datasets' (object_store retries on its own).
-#![cfg_attr(not(any(feature = "http", feature = "file")), allow(dead_code))]
+// Without a dataset (no feature) nothing runs the loop.
+#![cfg_attr(
+    not(any(feature = "http", feature = "object-store", feature = "file")),
+    allow(dead_code)
+)]
 
 use std::future::Future;
+use std::io;
 use std::time::Duration;
+#[cfg(any(feature = "http", feature = "object-store"))]
+use std::time::SystemTime;
 
 use backon::{ExponentialBuilder, Retryable};
 
@@ -33,7 +40,7 @@ impl RetryOptions {
     }
 }
 
-/// A `Duration` from a number of seconds given by a caller (Python floats), named in the error.
+/// A `Duration` from a number of seconds a caller gives as a float, named in the error.
 ///
 /// Refuses negative, NaN and infinite values and values that overflow a `Duration`.
 pub fn seconds(name: &str, value: f64) -> Result<Duration, Error> {
@@ -42,6 +49,34 @@ pub fn seconds(name: &str, value: f64) -> Result<Duration, Error> {
             "{name} must be a finite number of seconds >= 0, got {value}"
         ))
     })
+}
+
+/// The HTTP statuses that are retried; any other non-success status fails at once.
+#[cfg(any(feature = "http", feature = "object-store"))]
+pub const RETRY_STATUSES: [u16; 6] = [408, 429, 500, 502, 503, 504];
+
+/// Whether an I/O error of `kind` (a file or object read) is worth another attempt.
+#[cfg_attr(not(any(feature = "file", feature = "object-store")), allow(dead_code))]
+pub(crate) fn is_transient_io(kind: io::ErrorKind) -> bool {
+    matches!(
+        kind,
+        io::ErrorKind::TimedOut | io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+    )
+}
+
+/// The wait a Retry-After header asks for (seconds or an HTTP date), if any.
+#[cfg(any(feature = "http", feature = "object-store"))]
+pub(crate) fn retry_after(headers: &http::HeaderMap, now: SystemTime) -> Option<Duration> {
+    let value = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(date.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// How one attempt failed.
@@ -63,6 +98,26 @@ impl Failure {
         Failure::Transient {
             error,
             retry_after: None,
+        }
+    }
+
+    /// `error`, worth another attempt or not.
+    pub(crate) fn new(error: Error, transient: bool) -> Failure {
+        if transient {
+            Failure::transient(error)
+        } else {
+            Failure::Fatal(error)
+        }
+    }
+
+    /// `error` for an answer of HTTP status `status`: worth another attempt, after the wait the
+    /// server asked for if any, when the status is one of [`RETRY_STATUSES`].
+    #[cfg(any(feature = "http", feature = "object-store"))]
+    pub(crate) fn status(error: Error, status: u16, retry_after: Option<Duration>) -> Failure {
+        if RETRY_STATUSES.contains(&status) {
+            Failure::Transient { error, retry_after }
+        } else {
+            Failure::Fatal(error)
         }
     }
 }
@@ -250,6 +305,41 @@ mod tests {
         );
         assert_eq!(result.unwrap(), 2);
         assert_eq!(attempts, vec![1, 2]);
+    }
+
+    #[cfg(any(feature = "http", feature = "object-store"))]
+    #[test]
+    fn retry_after_values() {
+        use http::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let header = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
+            retry_after(&headers, now)
+        };
+        assert_eq!(header("7"), Some(Duration::from_secs(7)));
+        assert_eq!(header(" 0 "), Some(Duration::ZERO));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        assert_eq!(header(&later), Some(Duration::from_secs(90)));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(90));
+        assert_eq!(header(&earlier), Some(Duration::ZERO));
+        assert_eq!(header("soon"), None);
+        assert_eq!(header("-1"), None);
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn transient_io_kinds() {
+        for kind in [
+            io::ErrorKind::TimedOut,
+            io::ErrorKind::Interrupted,
+            io::ErrorKind::WouldBlock,
+        ] {
+            assert!(is_transient_io(kind), "{kind:?}");
+        }
+        for kind in [io::ErrorKind::NotFound, io::ErrorKind::PermissionDenied] {
+            assert!(!is_transient_io(kind), "{kind:?}");
+        }
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub fn io_error(e: &dlrs_io::Error) -> PyErr {
         ErrorKind::TimedOut => PyTimeoutError::new_err(message),
         ErrorKind::Runtime | ErrorKind::Transform => PyRuntimeError::new_err(message),
         ErrorKind::Io(kind) => os_error(e.raw_os_error(), Some(kind), message),
-        ErrorKind::Http(_) | ErrorKind::Request => os_error(None, None, message),
+        // A failed request stays a plain OSError whatever its kind (refused, reset, TLS).
+        ErrorKind::Http(_) | ErrorKind::Request(_) => os_error(None, None, message),
         // Non-exhaustive: a kind added later is an I/O failure until it gets its own arm.
         _ => os_error(e.raw_os_error(), None, message),
     }

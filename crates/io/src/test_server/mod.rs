@@ -1,0 +1,626 @@
+//! A loopback HTTP/1.1 server for tests and benchmarks (cargo feature `test-server`, off by
+//! default): generated bodies after a fixed latency, statuses, and scripted replies with faults.
+//! It is not part of the loading API: it serves `dlrs serve` and `dlrs bench http` (the server of
+//! the Python HTTP benchmarks), the CLI's tests and this crate's.
+//!
+//! It listens on `127.0.0.1` (at a free port unless one is asked for), on a thread of its own
+//! with a single-threaded tokio runtime (so it stands apart from the runtime of the datasets it
+//! serves), keeps connections open, and answers GET requests (a request body is read and
+//! ignored). [`LoopbackServer::start`] serves these routes (the query is ignored):
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/bytes/<n>` | `n` bytes, [`bytes_body`]`(n)` |
+//! | `/item/<i>` | `item-<i>` |
+//! | `/status/<code>` | that status, body `status <code>` |
+//! | `/flaky/<k>/<rest>` | 503 for the first `k` requests of this exact path, then `/<rest>` |
+//! | other | 404 |
+//!
+//! [`LoopbackServer::scripted`] answers each request with the [`Reply`] its route gives instead,
+//! faults included, and records the requests' headers.
+//!
+//! Every answer waits for the latency first, counted from the end of the request's head, timed
+//! by a thread of the server's own (never early, about 0.1 ms late: see `timer`). Bodies of
+//! `/bytes/<n>` are made once (a prefix of the longest one made so far) and written without a
+//! copy. Dropping the server stops it and joins its threads.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use futures::future::{Either, select};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+use dlrs_core::sync::lock;
+
+mod timer;
+
+use timer::{Timer, TimerQueue};
+
+/// The longest request head read.
+const MAX_HEAD: usize = 64 << 10;
+
+/// The largest `/bytes/<n>` answered.
+const MAX_BODY: usize = 256 << 20;
+
+/// The body of `/bytes/<n>`: byte `j` is `(j × 31 + 7) mod 256`.
+pub fn bytes_body(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|j| (j.wrapping_mul(31).wrapping_add(7)) as u8)
+        .collect()
+}
+
+/// What a scripted server answers to one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// 200 with this body and a Content-Length.
+    Body(Vec<u8>),
+    /// This status, an empty body, and these extra headers.
+    Status(u16, Vec<(&'static str, String)>),
+    /// 200 with these chunks, chunked (no Content-Length).
+    Chunked(Vec<Vec<u8>>),
+    /// 200 announcing `announced` bytes, sending `sent`, then closing.
+    Truncated {
+        /// The Content-Length sent.
+        announced: usize,
+        /// The body bytes sent before closing.
+        sent: Vec<u8>,
+    },
+    /// Closes the connection with a TCP reset, without answering.
+    Reset,
+    /// Never answers.
+    Stall,
+    /// 200 with this body after this delay (on top of the server's latency).
+    Delayed(Duration, Vec<u8>),
+}
+
+/// A scripted server's answer to the `n`th request (from 1) for a target (path and query).
+type Route = dyn Fn(&str, u32) -> Reply + Send + Sync;
+
+/// An answer as it is written.
+enum Answer {
+    Full {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        body: Bytes,
+    },
+    Chunked(Vec<Vec<u8>>),
+    Truncated {
+        announced: usize,
+        sent: Vec<u8>,
+    },
+    Reset,
+    Stall,
+}
+
+impl Answer {
+    fn new(status: u16, body: impl Into<Bytes>) -> Answer {
+        Answer::Full {
+            status,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+}
+
+/// How requests are answered.
+enum Routes {
+    /// The routes of the module's table.
+    Standard {
+        /// Requests seen per `/flaky/...` path.
+        flaky: Mutex<HashMap<String, u32>>,
+        /// The longest `/bytes/<n>` body made so far; shorter ones are its prefixes.
+        bodies: Mutex<Bytes>,
+    },
+    /// A route given by the test, with what the requests were.
+    Scripted {
+        route: Box<Route>,
+        /// Requests seen per target (path and query).
+        hits: Mutex<HashMap<String, u32>>,
+        /// The headers of every request (lower-case names), in arrival order.
+        headers: Mutex<Vec<HashMap<String, String>>>,
+    },
+}
+
+struct State {
+    delay: Duration,
+    connections: AtomicU64,
+    requests: AtomicU64,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+    routes: Routes,
+    timer: Arc<TimerQueue>,
+}
+
+impl State {
+    /// What to answer to a request for `target` with these headers, and the wait before (a
+    /// [`Reply::Delayed`]'s).
+    fn answer(&self, target: &str, headers: HashMap<String, String>) -> (Duration, Answer) {
+        match &self.routes {
+            Routes::Standard { flaky, bodies } => {
+                let path = target.split(['?', '#']).next().unwrap_or("/");
+                (Duration::ZERO, standard(path, flaky, bodies))
+            }
+            Routes::Scripted {
+                route,
+                hits,
+                headers: all,
+            } => {
+                lock(all).push(headers);
+                let n = {
+                    let mut hits = lock(hits);
+                    let n = hits.entry(target.to_owned()).or_insert(0);
+                    *n += 1;
+                    *n
+                };
+                let answer = match route(target, n) {
+                    Reply::Delayed(wait, body) => return (wait, Answer::new(200, body)),
+                    Reply::Body(body) => Answer::new(200, body),
+                    Reply::Status(status, headers) => Answer::Full {
+                        status,
+                        headers,
+                        body: Bytes::new(),
+                    },
+                    Reply::Chunked(chunks) => Answer::Chunked(chunks),
+                    Reply::Truncated { announced, sent } => Answer::Truncated { announced, sent },
+                    Reply::Reset => Answer::Reset,
+                    Reply::Stall => Answer::Stall,
+                };
+                (Duration::ZERO, answer)
+            }
+        }
+    }
+
+    /// [`bytes_body`]`(n)`, shared.
+    fn body(bodies: &Mutex<Bytes>, n: usize) -> Bytes {
+        let mut longest = lock(bodies);
+        if longest.len() < n {
+            *longest = Bytes::from(bytes_body(n));
+        }
+        longest.slice(..n)
+    }
+}
+
+/// The answer of the standard routes to `path` (without its query).
+fn standard(path: &str, flaky: &Mutex<HashMap<String, u32>>, bodies: &Mutex<Bytes>) -> Answer {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        ["bytes", n] => match n.parse::<usize>() {
+            Ok(n) if n <= MAX_BODY => Answer::new(200, State::body(bodies, n)),
+            _ => Answer::new(400, &b"bad size"[..]),
+        },
+        ["item", i] => Answer::new(200, format!("item-{i}")),
+        ["status", code] => match code.parse::<u16>() {
+            Ok(code) if (200..600).contains(&code) => Answer::new(code, format!("status {code}")),
+            _ => Answer::new(400, &b"bad status"[..]),
+        },
+        ["flaky", k, rest @ ..] if !rest.is_empty() => {
+            let Ok(k) = k.parse::<u32>() else {
+                return Answer::new(400, &b"bad count"[..]);
+            };
+            let seen = {
+                let mut flaky = lock(flaky);
+                let seen = flaky.entry(path.to_owned()).or_insert(0);
+                *seen += 1;
+                *seen
+            };
+            if seen <= k {
+                Answer::new(503, &b"status 503"[..])
+            } else {
+                standard(&format!("/{}", rest.join("/")), flaky, bodies)
+            }
+        }
+        _ => Answer::new(404, &b"not found"[..]),
+    }
+}
+
+/// A running loopback server; dropping it stops it.
+pub struct LoopbackServer {
+    addr: SocketAddr,
+    state: Arc<State>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    // Dropped after the server's thread has been joined (no task waits on it any more).
+    _timer: Timer,
+}
+
+impl std::fmt::Debug for LoopbackServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoopbackServer")
+            .field("addr", &self.addr)
+            .field("delay", &self.state.delay)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoopbackServer {
+    /// Starts a server of the standard routes on a free port that answers every request after
+    /// `delay`.
+    pub fn start(delay: Duration) -> io::Result<LoopbackServer> {
+        LoopbackServer::start_on(0, delay)
+    }
+
+    /// Starts a server of the standard routes on `127.0.0.1:port` (0: a free port) that answers
+    /// every request after `delay`.
+    pub fn start_on(port: u16, delay: Duration) -> io::Result<LoopbackServer> {
+        let routes = Routes::Standard {
+            flaky: Mutex::default(),
+            bodies: Mutex::default(),
+        };
+        LoopbackServer::spawn(port, delay, routes)
+    }
+
+    /// Starts a server on a free port whose answer to the `n`th request (from 1) for a target
+    /// (path and query) is `route(target, n)`.
+    pub fn scripted(
+        route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static,
+    ) -> io::Result<LoopbackServer> {
+        let routes = Routes::Scripted {
+            route: Box::new(route),
+            hits: Mutex::default(),
+            headers: Mutex::default(),
+        };
+        LoopbackServer::spawn(0, Duration::ZERO, routes)
+    }
+
+    fn spawn(port: u16, delay: Duration, routes: Routes) -> io::Result<LoopbackServer> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let timer = Timer::start()?;
+        let state = Arc::new(State {
+            delay,
+            connections: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            max_in_flight: AtomicU64::new(0),
+            routes,
+            timer: Arc::clone(&timer.queue),
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shared = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name("dlrs-loopback".to_owned())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let Ok(listener) = TcpListener::from_std(listener) else {
+                        return;
+                    };
+                    let mut stopped = stopped;
+                    loop {
+                        let accept = std::pin::pin!(listener.accept());
+                        match select(accept, &mut stopped).await {
+                            Either::Left((Ok((stream, _)), _)) => {
+                                let _ = stream.set_nodelay(true);
+                                shared.connections.fetch_add(1, Ordering::Relaxed);
+                                tokio::spawn(serve(stream, Arc::clone(&shared)));
+                            }
+                            // A failed accept (out of descriptors): try again shortly.
+                            Either::Left((Err(_), _)) => {
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                            Either::Right(_) => return,
+                        }
+                    }
+                });
+                // Dropping the runtime here cancels the connections still open.
+            })?;
+        Ok(LoopbackServer {
+            addr,
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+            _timer: timer,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The URL of `target` (a path and query) on this server.
+    pub fn url(&self, target: &str) -> String {
+        format!("http://{}{target}", self.addr)
+    }
+
+    /// The address listened on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The number of connections accepted.
+    pub fn connections(&self) -> u64 {
+        self.state.connections.load(Ordering::Relaxed)
+    }
+
+    /// The number of requests answered or being answered.
+    pub fn requests(&self) -> u64 {
+        self.state.requests.load(Ordering::Relaxed)
+    }
+
+    /// The most requests that were being answered at once.
+    pub fn max_in_flight(&self) -> u64 {
+        self.state.max_in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The requests made for `target` (a path with its query) so far; 0 when not scripted.
+    pub fn hits(&self, target: &str) -> u32 {
+        match &self.state.routes {
+            Routes::Scripted { hits, .. } => lock(hits).get(target).copied().unwrap_or(0),
+            Routes::Standard { .. } => 0,
+        }
+    }
+
+    /// The headers of every request so far (lower-case names); none when not scripted.
+    pub fn request_headers(&self) -> Vec<HashMap<String, String>> {
+        match &self.state.routes {
+            Routes::Scripted { headers, .. } => lock(headers).clone(),
+            Routes::Standard { .. } => Vec::new(),
+        }
+    }
+}
+
+impl Drop for LoopbackServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Serves one connection: requests one after the other until the client closes.
+async fn serve(mut stream: TcpStream, state: Arc<State>) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let end = loop {
+            if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            if buf.len() > MAX_HEAD {
+                return Ok(());
+            }
+            let n = stream.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let due = Instant::now() + state.delay;
+        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+        buf.drain(..end);
+        let mut lines = head.split("\r\n");
+        let target = lines
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .unwrap_or("/")
+            .to_owned();
+        let headers: HashMap<String, String> = lines
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
+            .collect();
+        let close = headers
+            .get("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        if let Some(length) = headers.get("content-length").and_then(|l| l.parse().ok()) {
+            while buf.len() < length {
+                let n = stream.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            buf.drain(..length);
+        }
+
+        state.requests.fetch_add(1, Ordering::Relaxed);
+        let now = state.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        state.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        if !state.delay.is_zero() {
+            state.timer.sleep_until(due).await;
+        }
+        let (wait, answer) = state.answer(&target, headers);
+        if !wait.is_zero() {
+            state.timer.sleep_until(Instant::now() + wait).await;
+        }
+        state.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !write(&mut stream, answer, close).await? {
+            return Ok(());
+        }
+    }
+}
+
+/// Writes `answer`; whether the connection stays open for the next request.
+async fn write(stream: &mut TcpStream, answer: Answer, close: bool) -> io::Result<bool> {
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    match answer {
+        Answer::Full {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\n{connection}",
+                reason(status),
+                body.len(),
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            // Head and body in one vectored write, the body not copied.
+            let mut answer = Bytes::from(head.into_bytes()).chain(body);
+            stream.write_all_buf(&mut answer).await?;
+            Ok(!close)
+        }
+        Answer::Chunked(chunks) => {
+            let mut out =
+                format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{connection}\r\n")
+                    .into_bytes();
+            for chunk in chunks {
+                out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                out.extend_from_slice(&chunk);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(b"0\r\n\r\n");
+            stream.write_all(&out).await?;
+            Ok(!close)
+        }
+        Answer::Truncated { announced, sent } => {
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {announced}\r\n\r\n");
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(&sent).await?;
+            stream.shutdown().await?;
+            Ok(false)
+        }
+        Answer::Reset => {
+            stream.set_zero_linger()?;
+            Ok(false)
+        }
+        Answer::Stall => std::future::pending().await,
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        301 => "Moved Permanently",
+        302 => "Found",
+        307 => "Temporary Redirect",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn get(server: &LoopbackServer, path: &str) -> (String, Vec<u8>) {
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8(out[..end].to_vec()).unwrap();
+        (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
+    }
+
+    #[test]
+    fn routes() {
+        let server = LoopbackServer::start(Duration::ZERO).unwrap();
+        assert_eq!(
+            get(&server, "/item/7?x=1"),
+            ("HTTP/1.1 200 OK".into(), b"item-7".to_vec())
+        );
+        assert_eq!(get(&server, "/bytes/300").1, bytes_body(300));
+        assert_eq!(bytes_body(3), [7, 38, 69]);
+        assert_eq!(
+            get(&server, "/status/503").0,
+            "HTTP/1.1 503 Service Unavailable"
+        );
+        assert_eq!(get(&server, "/nothing").0, "HTTP/1.1 404 Not Found");
+        assert_eq!(
+            get(&server, "/flaky/2/item/1").0,
+            "HTTP/1.1 503 Service Unavailable"
+        );
+        assert_eq!(
+            get(&server, "/flaky/2/item/1").0,
+            "HTTP/1.1 503 Service Unavailable"
+        );
+        assert_eq!(get(&server, "/flaky/2/item/1").1, b"item-1");
+        assert_eq!(server.requests(), 7);
+        assert_eq!(server.connections(), 7);
+        assert_eq!(server.max_in_flight(), 1);
+    }
+
+    #[test]
+    fn bodies_are_prefixes_of_the_longest_made() {
+        let server = LoopbackServer::start(Duration::ZERO).unwrap();
+        assert_eq!(get(&server, "/bytes/5000").1, bytes_body(5000));
+        assert_eq!(get(&server, "/bytes/17").1, bytes_body(17));
+        assert_eq!(get(&server, "/bytes/0").1, b"");
+        assert_eq!(get(&server, "/bytes/9000?i=3").1, bytes_body(9000));
+        match &server.state.routes {
+            Routes::Standard { bodies, .. } => assert_eq!(lock(bodies).len(), 9000),
+            Routes::Scripted { .. } => unreachable!(),
+        }
+        assert_eq!(
+            get(&server, &format!("/bytes/{}", MAX_BODY + 1)).0,
+            "HTTP/1.1 400 Bad Request"
+        );
+    }
+
+    #[test]
+    fn keeps_connections_open() {
+        let server = LoopbackServer::start(Duration::ZERO).unwrap();
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        // Two requests in one write, then one more: all three on one connection.
+        s.write_all(b"GET /item/1 HTTP/1.1\r\n\r\nGET /item/2 HTTP/1.1\r\n\r\n")
+            .unwrap();
+        s.write_all(b"GET /item/3 HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 3);
+        assert!(out.ends_with("item-3"), "{out}");
+    }
+
+    #[test]
+    fn scripted_replies_count_targets_and_record_headers() {
+        let server = LoopbackServer::scripted(|target, n| match (target, n) {
+            ("/a?x=1", 1) => Reply::Status(503, vec![("Retry-After", "0".into())]),
+            (_, n) => Reply::Body(format!("{target} {n}").into_bytes()),
+        })
+        .unwrap();
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        // A request body is skipped: the next request on the connection is read after it.
+        s.write_all(b"POST /a?x=1 HTTP/1.1\r\nContent-Length: 5\r\nX-Token: t\r\n\r\nhello")
+            .unwrap();
+        s.write_all(b"GET /a?x=1 HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(
+            out.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+            "{out}"
+        );
+        assert!(out.contains("Retry-After: 0\r\n"), "{out}");
+        assert!(out.contains("\r\n\r\n/a?x=1 2HTTP/1.1 200 OK"), "{out}");
+        assert!(out.ends_with("/b 1"), "{out}");
+        assert_eq!(
+            (server.hits("/a?x=1"), server.hits("/b"), server.hits("/a")),
+            (2, 1, 0)
+        );
+        let headers = server.request_headers();
+        assert_eq!(headers.len(), 3);
+        assert_eq!(headers[0]["x-token"], "t");
+        assert_eq!(headers[2]["connection"], "close");
+        assert_eq!((server.requests(), server.connections()), (3, 1));
+    }
+}
