@@ -14,7 +14,7 @@
 //! With no workers, [`Epoch::recv`] loads each batch on the calling thread.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loader::Config;
@@ -22,7 +22,7 @@ use crate::plan::EpochPlan;
 use crate::pool::Pool;
 use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
-use crate::sync::{lock, wait, wait_timeout};
+use crate::sync::{Condvar, Mutex, lock, wait, wait_timeout};
 
 /// Why a batch did not load.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,11 +13,11 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::per_process::PerProcess;
-use crate::sync::{lock, wait, wait_timeout};
+use crate::sync::{Condvar, Instant, Mutex, lock, thread, wait, wait_timeout};
 
 /// The stack size of worker threads.
 pub const STACK_SIZE: usize = 8 << 20;
@@ -165,7 +165,7 @@ impl Pool {
                 Err(back) => inner = back,
             }
         }
-        let spawned = std::thread::Builder::new()
+        let spawned = thread::Builder::new()
             .name(self.inner.name.clone())
             .stack_size(STACK_SIZE)
             .spawn(move || thread_main(inner));

@@ -2,13 +2,13 @@
 //! of one batch concurrently on the loader's pool.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::epoch::LoadError;
 use crate::pool::Pool;
-use crate::sync::{lock, wait, wait_timeout};
+use crate::sync::{Condvar, Mutex, lock, wait, wait_timeout};
 
 /// Turns the dataset indices of one batch into a batch.
 ///
