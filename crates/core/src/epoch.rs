@@ -632,3 +632,167 @@ mod tests {
         }
     }
 }
+
+/// Model-checked (`--cfg dlrs_model`, see [`crate::sync::model`]): the claim/deliver protocol of
+/// the ring, waits and wakeups, and abandonment, over every schedule shuttle explores.
+#[cfg(all(test, dlrs_model))]
+mod model {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::sampler::Order;
+    use crate::sync::model::check;
+
+    /// Batch `b` is `[b]`; counts the loads of each batch and the loads in progress.
+    struct Numbered {
+        loads: Vec<AtomicUsize>,
+        loading: AtomicUsize,
+        most_loading: AtomicUsize,
+    }
+
+    impl Source for Numbered {
+        type Batch = u64;
+        type Error = ();
+
+        fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<u64, LoadError<()>> {
+            assert_eq!(indices, [ctx.batch_number()]);
+            let now = self.loading.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_loading.fetch_max(now, Ordering::SeqCst);
+            self.loads[usize::try_from(indices[0]).unwrap()].fetch_add(1, Ordering::SeqCst);
+            // Other threads may run while a batch loads.
+            shuttle::thread::yield_now();
+            self.loading.fetch_sub(1, Ordering::SeqCst);
+            Ok(indices[0])
+        }
+    }
+
+    /// An epoch of `batches` batches of one item on a pool of its own.
+    fn start(workers: usize, prefetch: usize, batches: u64) -> (Epoch<Numbered>, Arc<Numbered>) {
+        let config = Config {
+            num_workers: workers,
+            prefetch_depth: prefetch,
+            ..Config::default()
+        };
+        let source = Arc::new(Numbered {
+            loads: (0..batches).map(|_| AtomicUsize::new(0)).collect(),
+            loading: AtomicUsize::new(0),
+            most_loading: AtomicUsize::new(0),
+        });
+        let plan = EpochPlan::new(Order::Sequential { len: batches }, 1, false);
+        let pool = Pool::new(workers, "model");
+        let epoch = Epoch::start(
+            Arc::clone(&source),
+            plan,
+            pool,
+            &config,
+            0,
+            0,
+            Arc::default(),
+        );
+        (epoch, source)
+    }
+
+    /// The ring's bounds, checked under its lock.
+    fn check_ring(epoch: &Epoch<Numbered>) {
+        let Mode::Workers(shared) = &epoch.mode else {
+            unreachable!("workers")
+        };
+        let ring = lock(&shared.ring);
+        let in_flight = ring.next_claim - ring.next_deliver;
+        assert!(
+            in_flight <= shared.capacity,
+            "{in_flight} claimed in flight"
+        );
+        assert!(
+            ring.slots.len() as u64 <= in_flight,
+            "a slot for an unclaimed batch"
+        );
+    }
+
+    /// Ends the epoch and its pool; shuttle fails the run if a thread never ends.
+    fn finish(epoch: Epoch<Numbered>) -> u64 {
+        let pool = epoch.pool.clone();
+        let peak = epoch.peak_in_flight();
+        drop(epoch);
+        pool.shutdown();
+        peak
+    }
+
+    /// The next batch, waited for in turn without a timeout, with one, and by polling.
+    fn next(epoch: &Epoch<Numbered>, turn: u64) -> Recv<u64, ()> {
+        let timeout = match turn % 3 {
+            0 => None,
+            1 => Some(Duration::from_millis(5)),
+            _ => Some(Duration::ZERO),
+        };
+        loop {
+            match epoch.recv(timeout) {
+                Recv::Pending => shuttle::thread::yield_now(),
+                other => return other,
+            }
+        }
+    }
+
+    fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64) {
+        check(
+            move || {
+                let (epoch, source) = start(workers, prefetch, batches);
+                for b in 0..batches {
+                    match next(&epoch, b) {
+                        Recv::Batch(Ok(got)) => assert_eq!(got, b),
+                        other => panic!("batch {b}: {other:?}"),
+                    }
+                    check_ring(&epoch);
+                }
+                assert!(matches!(epoch.recv(None), Recv::Finished));
+                let capacity = (workers + prefetch) as u64;
+                assert!(finish(epoch) <= capacity);
+                for (b, n) in source.loads.iter().enumerate() {
+                    assert_eq!(n.load(Ordering::SeqCst), 1, "loads of batch {b}");
+                }
+                assert!(source.most_loading.load(Ordering::SeqCst) <= workers);
+            },
+            300,
+        );
+    }
+
+    #[test]
+    fn one_worker_delivers_every_batch_once_in_order() {
+        every_batch_once_in_order(1, 1, 4);
+    }
+
+    #[test]
+    fn two_workers_deliver_every_batch_once_in_order() {
+        every_batch_once_in_order(2, 1, 5);
+    }
+
+    #[test]
+    fn three_workers_on_a_deep_ring_deliver_every_batch_once_in_order() {
+        every_batch_once_in_order(3, 2, 6);
+    }
+
+    #[test]
+    fn a_dropped_epoch_stops_its_workers() {
+        check(
+            || {
+                let (workers, prefetch, batches) = (2, 1, 8);
+                let (epoch, source) = start(workers, prefetch, batches);
+                // Batches taken before the drop: 0, 1 or 2, as the model picks.
+                let taken = shuttle::rand::Rng::gen_range(&mut shuttle::rand::thread_rng(), 0..3);
+                for b in 0..taken {
+                    assert!(matches!(next(&epoch, b), Recv::Batch(Ok(got)) if got == b));
+                }
+                assert!(finish(epoch) <= (workers + prefetch) as u64);
+                // The pool's threads end (shuttle checks it); no batch past the ring's room was
+                // claimed, none twice.
+                let loaded: usize = source.loads.iter().map(|n| n.load(Ordering::SeqCst)).sum();
+                assert!(
+                    loaded <= taken as usize + workers + prefetch,
+                    "{loaded} loaded"
+                );
+                assert!(source.loads.iter().all(|n| n.load(Ordering::SeqCst) <= 1));
+            },
+            300,
+        );
+    }
+}

@@ -4,11 +4,14 @@
 //! Every critical section in this crate leaves its state consistent before anything that can
 //! panic runs, so the data behind a poisoned lock is still valid and is used as is.
 //!
-//! The crate takes its `Mutex`, `Condvar`, `Instant` and thread spawning from here: std's, or,
+//! The crate takes its `Mutex`, `Condvar`, `Instant`, thread spawning and the flag of an
+//! abandoned epoch (`AtomicBool`) from here: std's, or,
 //! built with `RUSTFLAGS="--cfg dlrs_model"`, the model checker's (`sync/model.rs`), under
 //! which the `model::` tests explore the schedules of the epoch ring's and the pool's threads.
 //! Only this crate's own tests are built that way.
 
+#[cfg(not(dlrs_model))]
+pub(crate) use std::sync::atomic::AtomicBool;
 #[cfg(not(dlrs_model))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -18,7 +21,7 @@ pub(crate) use std::{thread, time::Instant};
 #[cfg(dlrs_model)]
 pub mod model;
 #[cfg(dlrs_model)]
-pub(crate) use model::{Condvar, Instant, Mutex, MutexGuard, thread};
+pub(crate) use model::{AtomicBool, Condvar, Instant, Mutex, MutexGuard, thread};
 
 /// Locks `m`, poisoned or not.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
