@@ -842,7 +842,7 @@ mod model {
                 }
                 assert!(source.most_loading.load(Ordering::SeqCst) <= workers);
             },
-            300,
+            2000,
         );
     }
 
@@ -882,7 +882,7 @@ mod model {
                 );
                 assert!(source.loads.iter().all(|n| n.load(Ordering::SeqCst) <= 1));
             },
-            300,
+            2000,
         );
     }
 
@@ -911,7 +911,7 @@ mod model {
                 finish(epoch);
                 assert!(source.loads.iter().all(|n| n.load(Ordering::SeqCst) <= 1));
             },
-            300,
+            2000,
         );
     }
 }
