@@ -5,22 +5,21 @@
 //! panic runs, so the data behind a poisoned lock is still valid and is used as is.
 //!
 //! The crate takes its `Mutex`, `Condvar`, `Instant`, thread spawning and the flag of an
-//! abandoned epoch (`AtomicBool`) from here: std's, or,
-//! built with `RUSTFLAGS="--cfg dlrs_model"`, the model checker's (`sync/model.rs`), under
-//! which the `model::` tests explore the schedules of the epoch ring's and the pool's threads.
-//! Only this crate's own tests are built that way.
+//! abandoned epoch (`AtomicBool`) from here: std's, or, in this crate's unit tests built with
+//! `RUSTFLAGS="--cfg dlrs_model"`, the model checker's (`sync/model.rs`), under which the
+//! `model::` tests explore the schedules of the epoch ring's and the pool's threads.
 
-#[cfg(not(dlrs_model))]
+#[cfg(not(all(test, dlrs_model)))]
 pub(crate) use std::sync::atomic::AtomicBool;
-#[cfg(not(dlrs_model))]
+#[cfg(not(all(test, dlrs_model)))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
-#[cfg(not(dlrs_model))]
+#[cfg(not(all(test, dlrs_model)))]
 pub(crate) use std::{thread, time::Instant};
 
-#[cfg(dlrs_model)]
+#[cfg(all(test, dlrs_model))]
 pub mod model;
-#[cfg(dlrs_model)]
+#[cfg(all(test, dlrs_model))]
 pub(crate) use model::{AtomicBool, Condvar, Instant, Mutex, MutexGuard, thread};
 
 /// Locks `m`, poisoned or not.

@@ -1,6 +1,6 @@
-//! The model checker's stand-ins for the primitives of [`crate::sync`], in `--cfg dlrs_model`
-//! builds only: shuttle's mutex, condition variable and threads, which it runs in the orders it
-//! explores, plus what shuttle leaves out.
+//! The model checker's stand-ins for the primitives of [`crate::sync`], in the unit tests of
+//! `--cfg dlrs_model` builds only: shuttle's mutex, condition variable and threads, which it
+//! runs in the orders it explores, plus what shuttle leaves out.
 //!
 //! - [`Condvar::wait`] may wake spuriously, as std's may.
 //! - [`Condvar::wait_timeout`] never blocks: it lets the other threads run, then returns with its
