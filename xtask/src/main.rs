@@ -1,8 +1,9 @@
 //! Repeatable chores of the workspace: `cargo xtask <command>`.
 //!
-//! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, ruff and mypy, the Python
-//!   package built into a venv, stubtest (the stubs against the built extension), pytest; then the
-//!   same pytest suite on free-threaded CPython 3.13t.
+//! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, the model checks, ruff
+//!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
+//!   extension), pytest; then the same pytest suite on free-threaded CPython 3.13t.
+//! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
 //! - `test`: cargo tests, then the Python package and pytest (no lints, no 3.13t).
 //! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
 //! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
@@ -174,6 +175,27 @@ fn lint() -> Result<()> {
         .env("RUSTDOCFLAGS", "-D warnings"))
 }
 
+/// dlrs-core's `model::` tests, built with `--cfg dlrs_model` (its primitives become shuttle's:
+/// see crates/core/src/sync.rs), warnings denied. The cfg changes every crate's flags, so the
+/// build has a target dir of its own (`target/model`) and leaves the usual one untouched.
+fn model() -> Result<()> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root().join("target"), PathBuf::from)
+        .join("model");
+    run(Command::new(env!("CARGO"))
+        .args([
+            "test",
+            "-p",
+            "dlrs-core",
+            "--lib",
+            "--quiet",
+            "--",
+            "model::",
+        ])
+        .env("RUSTFLAGS", "--cfg dlrs_model -D warnings")
+        .env("CARGO_TARGET_DIR", target))
+}
+
 fn ruff(python: &Path) -> Result<()> {
     let venv = python.parent().context("venv layout")?;
     run(Command::new(venv.join("ruff")).args(["check", "python", "tests", "examples", "benches"]))?;
@@ -305,6 +327,7 @@ fn main() -> Result<()> {
             lint()?;
             cargo(&["test", "--workspace", "--quiet"])?;
             rust_examples()?;
+            model()?;
             let python = venv()?;
             ruff(&python)?;
             develop(&python, false)?;
@@ -316,6 +339,7 @@ fn main() -> Result<()> {
             cargo(&["test", "--workspace", "--quiet"])?;
             py_test(rest)
         }
+        "model" => model(),
         "py-test" => py_test(rest),
         "python-ft" => python_ft(rest),
         "lint" => lint(),
@@ -328,7 +352,7 @@ fn main() -> Result<()> {
         "bench" => bench(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | test | py-test | python-ft | lint | demo | bench | fuzz> [args]"
+                "usage: cargo xtask <ci | test | model | py-test | python-ft | lint | demo | bench | fuzz> [args]"
             );
             if cmd == "help" {
                 Ok(())

@@ -7,14 +7,15 @@
 //!   time; batch `b` lands in slot `b - next_deliver` of a queue that grows as batches land, so
 //!   a huge depth makes no slot for a batch that does not exist or has not loaded;
 //! - batches are handed out in the order of their numbers, an error in its batch's place;
-//! - the consumer is woken once per batch, only when the batch it waits for lands;
+//! - the consumer is woken once per batch, only when the batch it waits for lands (or, in an
+//!   epoch abandoned while in use, by a worker that stops with that batch unclaimed);
 //! - dropping the epoch sets `cancelled`: workers claim nothing more, results that land later
 //!   are dropped with the epoch, and nothing waits for them.
 //!
 //! With no workers, [`Epoch::recv`] loads each batch on the calling thread.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::loader::Config;
@@ -22,7 +23,7 @@ use crate::plan::EpochPlan;
 use crate::pool::Pool;
 use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
-use crate::sync::{lock, wait, wait_timeout};
+use crate::sync::{Condvar, Mutex, lock, wait, wait_timeout};
 
 /// Why a batch did not load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -477,7 +478,7 @@ fn store_and_claim<S: Source>(
             shared.ready.notify_one();
         }
     }
-    if ring.over(ctx, num_batches) {
+    if stops(shared, &ring, ctx, num_batches) {
         return Claim::Stop;
     }
     if ring.has_room(shared.capacity) {
@@ -489,12 +490,30 @@ fn store_and_claim<S: Source>(
     Claim::Full
 }
 
+/// Whether a worker stops: the ring is [over](Ring::over). If the consumer waits for a batch
+/// that was not claimed, the epoch was abandoned while in use and no worker will claim it: the
+/// consumer is woken to fail it.
+fn stops<S: Source>(
+    shared: &Shared<S>,
+    ring: &Ring<S::Batch, S::Error>,
+    ctx: &BatchCtx,
+    num_batches: u64,
+) -> bool {
+    if !ring.over(ctx, num_batches) {
+        return false;
+    }
+    if ring.consumer_waiting && ring.next_claim <= ring.next_deliver {
+        shared.ready.notify_one();
+    }
+    true
+}
+
 /// Waits until the ring has room for another batch; false when the epoch is over or abandoned.
 /// Claims nothing: another worker may take the room first.
 fn wait_for_room<S: Source>(shared: &Shared<S>, ctx: &BatchCtx, num_batches: u64) -> bool {
     let mut ring = lock(&shared.ring);
     loop {
-        if ring.over(ctx, num_batches) {
+        if stops(shared, &ring, ctx, num_batches) {
             return false;
         }
         if ring.has_room(shared.capacity) {
@@ -630,5 +649,269 @@ mod tests {
             assert_eq!(owned.len(), 3);
             assert_eq!(owned.filter_map(Result::ok).flatten().count(), 4);
         }
+    }
+
+    /// Its sessions wait until `open` before they load anything.
+    #[derive(Default)]
+    struct Gated {
+        open: Mutex<bool>,
+        opened: Condvar,
+    }
+
+    impl Source for Gated {
+        type Batch = u64;
+        type Error = ();
+
+        fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<u64, LoadError<()>> {
+            Ok(indices[0])
+        }
+
+        fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+            let mut open = lock(&self.open);
+            while !*open {
+                open = wait(&self.opened, open);
+            }
+            drop(open);
+            f()
+        }
+    }
+
+    #[test]
+    fn a_consumer_waiting_when_its_epoch_is_abandoned_gets_the_batch_failed() {
+        let source = Arc::new(Gated::default());
+        let config = Config {
+            num_workers: 1,
+            ..Config::default()
+        };
+        let plan = EpochPlan::new(Order::Sequential { len: 3 }, 1, false);
+        let pool = Pool::new(1, "t");
+        let epoch = Arc::new(Epoch::start(
+            Arc::clone(&source),
+            plan,
+            pool,
+            &config,
+            0,
+            0,
+            Arc::default(),
+        ));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let consumer = Arc::clone(&epoch);
+        std::thread::spawn(move || tx.send(consumer.recv(None)).unwrap());
+        // The consumer waits for batch 0, which the gated worker has not claimed yet.
+        let Mode::Workers(shared) = &epoch.mode else {
+            unreachable!("workers")
+        };
+        while !lock(&shared.ring).consumer_waiting {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Abandoned as `abandon_live_epochs` does it (the epoch is not dropped): the worker
+        // claims nothing, and the consumer must not wait for it.
+        epoch.cancelled.set();
+        *lock(&source.open) = true;
+        source.opened.notify_all();
+        let got = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the consumer woke");
+        assert!(
+            matches!(got, Recv::Batch(Err(LoadError::Cancelled))),
+            "{got:?}"
+        );
+        assert!(matches!(
+            epoch.recv(None),
+            Recv::Batch(Err(LoadError::Cancelled))
+        ));
+    }
+}
+
+/// Model-checked (`--cfg dlrs_model`, see [`crate::sync::model`]): the claim/deliver protocol of
+/// the ring, waits and wakeups, and abandonment, over every schedule shuttle explores.
+#[cfg(all(test, dlrs_model))]
+mod model {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::sampler::Order;
+    use crate::sync::model::check;
+
+    /// Batch `b` is `[b]`; counts the loads of each batch and the loads in progress.
+    struct Numbered {
+        loads: Vec<AtomicUsize>,
+        loading: AtomicUsize,
+        most_loading: AtomicUsize,
+    }
+
+    impl Source for Numbered {
+        type Batch = u64;
+        type Error = ();
+
+        fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<u64, LoadError<()>> {
+            assert_eq!(indices, [ctx.batch_number()]);
+            let now = self.loading.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_loading.fetch_max(now, Ordering::SeqCst);
+            self.loads[usize::try_from(indices[0]).unwrap()].fetch_add(1, Ordering::SeqCst);
+            // Other threads may run while a batch loads.
+            shuttle::thread::yield_now();
+            self.loading.fetch_sub(1, Ordering::SeqCst);
+            Ok(indices[0])
+        }
+    }
+
+    /// An epoch of `batches` batches of one item on a pool of its own.
+    fn start(workers: usize, prefetch: usize, batches: u64) -> (Epoch<Numbered>, Arc<Numbered>) {
+        let config = Config {
+            num_workers: workers,
+            prefetch_depth: prefetch,
+            ..Config::default()
+        };
+        let source = Arc::new(Numbered {
+            loads: (0..batches).map(|_| AtomicUsize::new(0)).collect(),
+            loading: AtomicUsize::new(0),
+            most_loading: AtomicUsize::new(0),
+        });
+        let plan = EpochPlan::new(Order::Sequential { len: batches }, 1, false);
+        let pool = Pool::new(workers, "model");
+        let epoch = Epoch::start(
+            Arc::clone(&source),
+            plan,
+            pool,
+            &config,
+            0,
+            0,
+            Arc::default(),
+        );
+        (epoch, source)
+    }
+
+    /// The ring's bounds, checked under its lock.
+    fn check_ring(epoch: &Epoch<Numbered>) {
+        let Mode::Workers(shared) = &epoch.mode else {
+            unreachable!("workers")
+        };
+        let ring = lock(&shared.ring);
+        let in_flight = ring.next_claim - ring.next_deliver;
+        assert!(
+            in_flight <= shared.capacity,
+            "{in_flight} claimed in flight"
+        );
+        assert!(
+            ring.slots.len() as u64 <= in_flight,
+            "a slot for an unclaimed batch"
+        );
+    }
+
+    /// Ends the epoch and its pool; shuttle fails the run if a thread never ends.
+    fn finish(epoch: Epoch<Numbered>) -> u64 {
+        let pool = epoch.pool.clone();
+        let peak = epoch.peak_in_flight();
+        drop(epoch);
+        pool.shutdown();
+        peak
+    }
+
+    /// The next batch, waited for in turn without a timeout, with one, and by polling.
+    fn next(epoch: &Epoch<Numbered>, turn: u64) -> Recv<u64, ()> {
+        let timeout = match turn % 3 {
+            0 => None,
+            1 => Some(Duration::from_millis(5)),
+            _ => Some(Duration::ZERO),
+        };
+        loop {
+            match epoch.recv(timeout) {
+                Recv::Pending => shuttle::thread::yield_now(),
+                other => return other,
+            }
+        }
+    }
+
+    fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64) {
+        check(
+            move || {
+                let (epoch, source) = start(workers, prefetch, batches);
+                for b in 0..batches {
+                    match next(&epoch, b) {
+                        Recv::Batch(Ok(got)) => assert_eq!(got, b),
+                        other => panic!("batch {b}: {other:?}"),
+                    }
+                    check_ring(&epoch);
+                }
+                assert!(matches!(epoch.recv(None), Recv::Finished));
+                let capacity = (workers + prefetch) as u64;
+                assert!(finish(epoch) <= capacity);
+                for (b, n) in source.loads.iter().enumerate() {
+                    assert_eq!(n.load(Ordering::SeqCst), 1, "loads of batch {b}");
+                }
+                assert!(source.most_loading.load(Ordering::SeqCst) <= workers);
+            },
+            2000,
+        );
+    }
+
+    #[test]
+    fn one_worker_delivers_every_batch_once_in_order() {
+        every_batch_once_in_order(1, 1, 4);
+    }
+
+    #[test]
+    fn two_workers_deliver_every_batch_once_in_order() {
+        every_batch_once_in_order(2, 1, 5);
+    }
+
+    #[test]
+    fn three_workers_on_a_deep_ring_deliver_every_batch_once_in_order() {
+        every_batch_once_in_order(3, 2, 6);
+    }
+
+    #[test]
+    fn a_dropped_epoch_stops_its_workers() {
+        check(
+            || {
+                let (workers, prefetch, batches) = (2, 1, 8);
+                let (epoch, source) = start(workers, prefetch, batches);
+                // Batches taken before the drop: 0, 1 or 2, as the model picks.
+                let taken = shuttle::rand::Rng::gen_range(&mut shuttle::rand::thread_rng(), 0..3);
+                for b in 0..taken {
+                    assert!(matches!(next(&epoch, b), Recv::Batch(Ok(got)) if got == b));
+                }
+                assert!(finish(epoch) <= (workers + prefetch) as u64);
+                // The pool's threads end (shuttle checks it); no batch past the ring's room was
+                // claimed, none twice.
+                let loaded: usize = source.loads.iter().map(|n| n.load(Ordering::SeqCst)).sum();
+                assert!(
+                    loaded <= taken as usize + workers + prefetch,
+                    "{loaded} loaded"
+                );
+                assert!(source.loads.iter().all(|n| n.load(Ordering::SeqCst) <= 1));
+            },
+            2000,
+        );
+    }
+
+    #[test]
+    fn an_epoch_abandoned_in_use_hands_out_every_batch_then_finishes() {
+        // As `abandon_live_epochs` does, from another thread, while the consumer may be waiting.
+        check(
+            || {
+                let batches = 5;
+                let (epoch, source) = start(2, 1, batches);
+                let cancel = epoch.cancelled.clone();
+                let abandoner = shuttle::thread::spawn(move || cancel.set());
+                let delivered = AtomicU64::new(0);
+                for b in 0..batches {
+                    match next(&epoch, b) {
+                        Recv::Batch(Ok(got)) => assert_eq!(got, b),
+                        Recv::Batch(Err(LoadError::Cancelled)) => {
+                            assert_eq!(source.loads[b as usize].load(Ordering::SeqCst), 0);
+                        }
+                        other => panic!("batch {b}: {other:?}"),
+                    }
+                    delivered.fetch_add(1, Ordering::SeqCst);
+                }
+                assert!(matches!(epoch.recv(None), Recv::Finished));
+                abandoner.join().unwrap();
+                finish(epoch);
+                assert!(source.loads.iter().all(|n| n.load(Ordering::SeqCst) <= 1));
+            },
+            2000,
+        );
     }
 }

@@ -16,7 +16,8 @@
 //! - [`per_process`]: a value built once per process and built again in a forked child.
 //! - [`pid`]: the process id, read once per process (a forked child reads its own).
 //! - [`stats`]: live counters (batches, items, consumer wait, load latency quantiles).
-//! - [`sync`]: poison-tolerant locks, and the message of a caught panic.
+//! - [`sync`]: poison-tolerant locks, the message of a caught panic, and the primitives the
+//!   threads share (a model checker's in unit tests under `--cfg dlrs_model`).
 //!
 //! Getting started: a source whose item `i` is `i²`, loaded by two workers in shuffled batches
 //! of 4. An epoch is an iterator of `Result`s (each batch waited for), and a [`LoadError`] is a

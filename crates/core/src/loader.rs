@@ -1,7 +1,7 @@
 //! The loader: a source, a validated configuration, one worker pool and the epoch counter.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::epoch::Epoch;
@@ -11,7 +11,7 @@ use crate::pool::{Lot, Pool};
 use crate::sampler::{Order, Shuffle};
 use crate::source::Source;
 use crate::stats::{Stats, StatsSnapshot};
-use crate::sync::lock;
+use crate::sync::{Mutex, lock};
 
 /// How a loader cuts and schedules its epochs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

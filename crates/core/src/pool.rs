@@ -13,11 +13,11 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::per_process::PerProcess;
-use crate::sync::{lock, wait, wait_timeout};
+use crate::sync::{Condvar, Instant, Mutex, lock, thread, wait, wait_timeout};
 
 /// The stack size of worker threads.
 pub const STACK_SIZE: usize = 8 << 20;
@@ -165,7 +165,7 @@ impl Pool {
                 Err(back) => inner = back,
             }
         }
-        let spawned = std::thread::Builder::new()
+        let spawned = thread::Builder::new()
             .name(self.inner.name.clone())
             .stack_size(STACK_SIZE)
             .spawn(move || thread_main(inner));
@@ -569,5 +569,177 @@ mod tests {
             rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
         assert!(eventually(|| LOT.parked() == 0));
+    }
+}
+
+/// Model-checked (`--cfg dlrs_model`, see [`crate::sync::model`]): the threads of pools that
+/// come and go on one lot, over every schedule shuttle explores. Threads that time out in the
+/// lot race with pools that adopt them; the counts are checked whenever everything settled.
+#[cfg(all(test, dlrs_model))]
+mod model {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::sync::model::{check, freeze_clock, live_threads};
+
+    /// A lot of this execution alone (a static one would outlive it).
+    fn new_lot() -> &'static Lot {
+        Box::leak(Box::new(Lot::new("model", Duration::from_secs(1))))
+    }
+
+    /// Lets the other threads run until `cond` holds; fails with `why()` when it never does
+    /// (what it waits for is stuck: far fewer polls suffice in every schedule).
+    fn until(cond: impl Fn() -> bool, why: impl Fn() -> String) {
+        for _ in 0..20_000 {
+            if cond() {
+                return;
+            }
+            shuttle::thread::yield_now();
+        }
+        panic!("{}", why());
+    }
+
+    /// Lets the other threads run until `n` jobs ran.
+    fn until_ran(runs: &Runs, n: usize) {
+        until(
+            || runs.get() == n,
+            || format!("{} of {n} jobs ran", runs.get()),
+        );
+    }
+
+    /// Counts the jobs that ran.
+    #[derive(Clone, Default)]
+    struct Runs(Arc<AtomicUsize>);
+
+    impl Runs {
+        fn job(&self) -> impl FnOnce() + Send + 'static {
+            let n = Arc::clone(&self.0);
+            move || {
+                n.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+
+        fn get(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    /// `n` jobs that run at once (each waits for all to start): `pool` gets `n` threads.
+    fn at_once(pool: &Pool, n: usize, runs: &Runs) {
+        let started = Arc::new(AtomicUsize::new(0));
+        for _ in 0..n {
+            let (started, done) = (Arc::clone(&started), runs.job());
+            pool.execute(move || {
+                started.fetch_add(1, Ordering::SeqCst);
+                while started.load(Ordering::SeqCst) < n {
+                    shuttle::thread::yield_now();
+                }
+                done();
+            });
+        }
+    }
+
+    /// Whether every thread of `pool` waits for a job (none if it was shut down).
+    fn settled(pool: &Pool) -> bool {
+        let st = lock(&pool.inner.state);
+        st.queue.is_empty() && st.idle == st.threads && (!st.shutdown || st.threads == 0)
+    }
+
+    /// With no wait in the lot running out, waits until every pool settled and every live
+    /// thread is in a pool or counted in the lot, none in both; no pool then waits for a thread
+    /// from the lot.
+    fn settle(lot: &Lot, pools: &[&Pool]) {
+        freeze_clock(true);
+        let in_pools = || pools.iter().map(|p| p.threads()).sum::<usize>();
+        until(
+            || pools.iter().all(|p| settled(p)) && live_threads() == in_pools() + lot.parked(),
+            || {
+                let st = lock(&lot.inner().state);
+                format!(
+                    "never settled: {} live threads, {} in pools, parked {} with {} pools waiting",
+                    live_threads(),
+                    in_pools(),
+                    st.parked,
+                    st.wanted.len()
+                )
+            },
+        );
+        assert!(lock(&lot.inner().state).wanted.is_empty());
+        freeze_clock(false);
+    }
+
+    /// Shuts `pools` down and waits for every thread to end: the lot then counts none.
+    fn end(lot: &Lot, pools: &[&Pool]) {
+        for p in pools {
+            p.shutdown();
+        }
+        until(
+            || live_threads() == 0,
+            || format!("{} threads never ended", live_threads()),
+        );
+        let st = lock(&lot.inner().state);
+        assert_eq!((st.parked, st.wanted.len()), (0, 0));
+    }
+
+    #[test]
+    fn shutdown_counts_the_idle_threads_it_donates() {
+        check(
+            || {
+                let lot = new_lot();
+                let runs = Runs::default();
+                let pool = Pool::in_lot(2, lot);
+                at_once(&pool, 2, &runs);
+                until(
+                    || settled(&pool) && pool.threads() == 2,
+                    || format!("{pool:?} never idle"),
+                );
+                // Wakes one idle thread for the job; `shutdown` donates the other to the lot.
+                pool.execute(runs.job());
+                pool.shutdown();
+                let next = Pool::in_lot(1, lot);
+                next.execute(runs.job());
+                until_ran(&runs, 4);
+                settle(lot, &[&pool, &next]);
+                end(lot, &[&next]);
+            },
+            3000,
+        );
+    }
+
+    #[test]
+    fn pools_come_and_go_on_one_lot() {
+        check(
+            || {
+                let lot = new_lot();
+                let runs = Runs::default();
+                // Two loaders at once, each with a pool per epoch.
+                let loaders: Vec<_> = (1..=2)
+                    .map(|size| {
+                        let runs = runs.clone();
+                        shuttle::thread::spawn(move || {
+                            for _ in 0..2 {
+                                let pool = Pool::in_lot(size, lot);
+                                at_once(&pool, size, &runs);
+                                pool.shutdown();
+                                // A job after shutdown gets a thread of its own.
+                                pool.execute(runs.job());
+                            }
+                        })
+                    })
+                    .collect();
+                for l in loaders {
+                    l.join().unwrap();
+                }
+                until_ran(&runs, 10);
+                settle(lot, &[]);
+                // A pool made now takes the parked threads that did not time out.
+                let last = Pool::in_lot(2, lot);
+                at_once(&last, 2, &runs);
+                until_ran(&runs, 12);
+                settle(lot, &[&last]);
+                end(lot, &[&last]);
+            },
+            2000,
+        );
     }
 }

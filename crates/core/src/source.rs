@@ -2,13 +2,13 @@
 //! of one batch concurrently on the loader's pool.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::epoch::LoadError;
 use crate::pool::Pool;
-use crate::sync::{lock, wait, wait_timeout};
+use crate::sync::{self, Condvar, Mutex, lock, wait, wait_timeout};
 
 /// Turns the dataset indices of one batch into a batch.
 ///
@@ -66,7 +66,7 @@ pub fn abandon_live_epochs() {
 /// [`abandon_live_epochs`].
 #[derive(Debug, Clone)]
 pub(crate) struct Cancel {
-    flag: Arc<AtomicBool>,
+    flag: Arc<sync::AtomicBool>,
     serial: u64,
 }
 
@@ -74,7 +74,7 @@ impl Cancel {
     /// The flag of a new epoch.
     pub(crate) fn new() -> Self {
         Self {
-            flag: Arc::new(AtomicBool::new(false)),
+            flag: Arc::new(sync::AtomicBool::new(false)),
             serial: NEXT_EPOCH.fetch_add(1, Ordering::SeqCst),
         }
     }

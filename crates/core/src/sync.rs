@@ -1,11 +1,26 @@
 //! Lock helpers: a poisoned lock (a panic while holding it) is not a reason to stop delivering;
-//! and the message of a caught panic.
+//! the message of a caught panic; and the primitives the crate's threads share.
 //!
 //! Every critical section in this crate leaves its state consistent before anything that can
 //! panic runs, so the data behind a poisoned lock is still valid and is used as is.
+//!
+//! The crate takes its `Mutex`, `Condvar`, `Instant`, thread spawning and the flag of an
+//! abandoned epoch (`AtomicBool`) from here: std's, or, in this crate's unit tests built with
+//! `RUSTFLAGS="--cfg dlrs_model"`, the model checker's (`sync/model.rs`), under which the
+//! `model::` tests explore the schedules of the epoch ring's and the pool's threads.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+#[cfg(not(all(test, dlrs_model)))]
+pub(crate) use std::sync::atomic::AtomicBool;
+#[cfg(not(all(test, dlrs_model)))]
+pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
+#[cfg(not(all(test, dlrs_model)))]
+pub(crate) use std::{thread, time::Instant};
+
+#[cfg(all(test, dlrs_model))]
+pub mod model;
+#[cfg(all(test, dlrs_model))]
+pub(crate) use model::{AtomicBool, Condvar, Instant, Mutex, MutexGuard, thread};
 
 /// Locks `m`, poisoned or not.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
