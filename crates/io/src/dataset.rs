@@ -66,7 +66,7 @@ impl FetchOptions {
 /// `runtime.block_on(futures::stream::iter(indices).map(|i| dataset.fetch(i)).buffered(k).collect::<Vec<_>>())`.
 pub trait Dataset: Send + Sync + 'static {
     /// The number of items.
-    fn len(&self) -> usize;
+    fn len(&self) -> u64;
 
     /// Whether the dataset has no items.
     fn is_empty(&self) -> bool {
@@ -233,8 +233,8 @@ mod tests {
     struct Echo(usize);
 
     impl Dataset for Echo {
-        fn len(&self) -> usize {
-            self.0
+        fn len(&self) -> u64 {
+            self.0 as u64
         }
 
         fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {

@@ -97,8 +97,8 @@ impl Inner {
 }
 
 impl Dataset for FileDataset {
-    fn len(&self) -> usize {
-        self.inner.len()
+    fn len(&self) -> u64 {
+        self.inner.len() as u64
     }
 
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {

@@ -131,8 +131,8 @@ impl Inner {
 }
 
 impl Dataset for HttpDataset {
-    fn len(&self) -> usize {
-        self.inner.locations.len()
+    fn len(&self) -> u64 {
+        self.inner.locations.len() as u64
     }
 
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {

@@ -413,80 +413,53 @@ fn build_cloud<B: Cloud>(
     builder.after_keys(env).finish()
 }
 
-impl Cloud for AmazonS3Builder {
-    type Key = AmazonS3ConfigKey;
-    const ENV: &'static str = "AWS_";
-    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
-        AmazonS3Builder::new()
-            .with_client_options(client)
-            .with_http_connector(Observed)
-            .with_retry(retry)
-            .with_url(url)
-    }
-    fn is_timeout(key: &Self::Key) -> bool {
-        matches!(key, AmazonS3ConfigKey::Client(ClientConfigKey::Timeout))
-    }
-    fn set(self, key: Self::Key, value: String) -> Self {
-        self.with_config(key, value)
-    }
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
-        Ok(Arc::new(self.build()?))
-    }
+/// `impl Cloud` for one of object_store's builders: what they all share (`start`, the timeout
+/// key, `set`, `finish`), and the builder's own hooks given as `{ ... }`.
+macro_rules! cloud {
+    ($builder:ident, $key:ident, $env:literal, { $($hooks:item)* }) => {
+        impl Cloud for $builder {
+            type Key = $key;
+            const ENV: &'static str = $env;
+            fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
+                $builder::new()
+                    .with_client_options(client)
+                    .with_http_connector(Observed)
+                    .with_retry(retry)
+                    .with_url(url)
+            }
+            fn is_timeout(key: &Self::Key) -> bool {
+                matches!(key, $key::Client(ClientConfigKey::Timeout))
+            }
+            fn set(self, key: Self::Key, value: String) -> Self {
+                self.with_config(key, value)
+            }
+            fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
+                Ok(Arc::new(self.build()?))
+            }
+            $($hooks)*
+        }
+    };
 }
 
-impl Cloud for GoogleCloudStorageBuilder {
-    type Key = GoogleConfigKey;
-    const ENV: &'static str = "GOOGLE_";
-    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
-        GoogleCloudStorageBuilder::new()
-            .with_client_options(client)
-            .with_http_connector(Observed)
-            .with_retry(retry)
-            .with_url(url)
-    }
-    fn is_timeout(key: &Self::Key) -> bool {
-        matches!(key, GoogleConfigKey::Client(ClientConfigKey::Timeout))
-    }
-    fn set(self, key: Self::Key, value: String) -> Self {
-        self.with_config(key, value)
-    }
+cloud!(AmazonS3Builder, AmazonS3ConfigKey, "AWS_", {});
+
+cloud!(GoogleCloudStorageBuilder, GoogleConfigKey, "GOOGLE_", {
     fn before_keys(self, env: &Env) -> Self {
         match env_var(env, "SERVICE_ACCOUNT") {
             Some(path) => self.with_service_account_path(path),
             None => self,
         }
     }
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
-        Ok(Arc::new(self.build()?))
-    }
-}
+});
 
-impl Cloud for MicrosoftAzureBuilder {
-    type Key = AzureConfigKey;
-    const ENV: &'static str = "AZURE_";
-    fn start(client: ClientOptions, retry: RetryConfig, url: &str) -> Self {
-        MicrosoftAzureBuilder::new()
-            .with_client_options(client)
-            .with_http_connector(Observed)
-            .with_retry(retry)
-            .with_url(url)
-    }
-    fn is_timeout(key: &Self::Key) -> bool {
-        matches!(key, AzureConfigKey::Client(ClientConfigKey::Timeout))
-    }
-    fn set(self, key: Self::Key, value: String) -> Self {
-        self.with_config(key, value)
-    }
+cloud!(MicrosoftAzureBuilder, AzureConfigKey, "AZURE_", {
     fn after_keys(self, env: &Env) -> Self {
         match env_var(env, "IDENTITY_ENDPOINT") {
             Some(endpoint) => self.with_msi_endpoint(endpoint),
             None => self,
         }
     }
-    fn finish(self) -> object_store::Result<Arc<dyn ObjectStore>> {
-        Ok(Arc::new(self.build()?))
-    }
-}
+});
 
 impl Inner {
     fn store(&self) -> Result<&Arc<dyn ObjectStore>, Error> {
@@ -573,8 +546,8 @@ impl Inner {
 }
 
 impl Dataset for ObjectStoreDataset {
-    fn len(&self) -> usize {
-        self.inner.keys.len()
+    fn len(&self) -> u64 {
+        self.inner.keys.len() as u64
     }
 
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {

@@ -297,7 +297,7 @@ impl<S: Stages> Pipeline<S> {
 
     /// The number of items.
     pub fn len(&self) -> u64 {
-        self.dataset.len() as u64
+        self.dataset.len()
     }
 
     /// Whether the dataset has no items.
@@ -690,7 +690,7 @@ mod tests {
     }
 
     impl Dataset for Stuck {
-        fn len(&self) -> usize {
+        fn len(&self) -> u64 {
             100
         }
 

@@ -173,8 +173,8 @@ fn fetch(dataset: Arc<dyn Dataset>, concurrency: usize) -> Pipeline<Count> {
 struct Tiles(Vec<Bytes>);
 
 impl Dataset for Tiles {
-    fn len(&self) -> usize {
-        usize::MAX
+    fn len(&self) -> u64 {
+        u64::MAX
     }
 
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, dlrs_io::Error>> {

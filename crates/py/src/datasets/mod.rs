@@ -30,14 +30,20 @@ fn getitem_runtime() -> PyResult<&'static Runtime> {
     Ok(RUNTIME.get_or_init(|| runtime))
 }
 
+/// `len(dataset)`: Python's lengths are `Py_ssize_t`.
+fn py_len(dataset: &dyn Dataset) -> usize {
+    usize::try_from(dataset.len()).unwrap_or(usize::MAX)
+}
+
 /// Fetches item `index` (negative counts from the end) on the calling thread, with the
 /// interpreter released and Ctrl-C checked.
 fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py<PyBytes>> {
     let len = dataset.len();
+    let magnitude = index.unsigned_abs() as u64;
     let resolved = if index < 0 {
-        len.checked_sub(index.unsigned_abs())
+        len.checked_sub(magnitude)
     } else {
-        Some(index.unsigned_abs())
+        Some(magnitude)
     };
     let Some(i) = resolved.filter(|&i| i < len) else {
         return Err(PyIndexError::new_err(format!(
@@ -46,7 +52,7 @@ fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py
     };
     let runtime = getitem_runtime()?;
     // Pinned here, so a slice that ends leaves the fetch running for the next one.
-    let mut future = std::pin::pin!(dataset.fetch(i as u64));
+    let mut future = std::pin::pin!(dataset.fetch(i));
     let outcome = wait_interruptibly(py, |slice| {
         let slice = slice.unwrap_or(SIGNAL_SLICE);
         match runtime.block_on_checked(future.as_mut(), slice, || Err(())) {
@@ -88,6 +94,30 @@ fn quoted(text: &str) -> String {
 // means "not given", and the default depends on the dataset), so each `text_signature` shows
 // the defaults, as `_native.pyi` does; stubtest compares the two, and
 // tests/test_rust_datasets.py checks that passing those defaults changes nothing.
+
+/// The `#[pymethods]` of a Rust dataset class: its constructors (`{ ... }`), then what every
+/// one has: `len()`, `dataset[i]` (one item fetched now, on the calling thread, for a look at
+/// the data; loaders fetch many at once) and its `repr`.
+macro_rules! dataset_methods {
+    ($class:ident, { $($constructors:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            $($constructors)*
+
+            fn __len__(&self) -> usize {
+                py_len(&self.inner)
+            }
+
+            fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
+                fetch_one(py, &self.inner, index)
+            }
+
+            fn __repr__(&self) -> String {
+                self.shown.clone()
+            }
+        }
+    };
+}
 
 /// Item i is the body of a GET request to `urls[i]` (or to the URL a template makes).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "HttpDataset")]
@@ -135,8 +165,7 @@ impl HttpDataset {
     }
 }
 
-#[pymethods]
-impl HttpDataset {
+dataset_methods!(HttpDataset, {
     #[new]
     #[pyo3(
         signature = (urls, **options),
@@ -199,21 +228,7 @@ impl HttpDataset {
         );
         Ok(Self { inner, shown })
     }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// Fetches one item now, on the calling thread (for a look at the data; loaders fetch
-    /// many at once).
-    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
-        fetch_one(py, &self.inner, index)
-    }
-
-    fn __repr__(&self) -> String {
-        self.shown.clone()
-    }
-}
+});
 
 /// Item i is the content of `paths[i]` (or of the path a template makes).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "FileDataset")]
@@ -228,8 +243,7 @@ impl FileDataset {
     }
 }
 
-#[pymethods]
-impl FileDataset {
+dataset_methods!(FileDataset, {
     #[new]
     #[pyo3(
         signature = (paths, **options),
@@ -299,20 +313,7 @@ impl FileDataset {
         );
         Ok(Self { inner, shown })
     }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// Reads one item now, on the calling thread.
-    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
-        fetch_one(py, &self.inner, index)
-    }
-
-    fn __repr__(&self) -> String {
-        self.shown.clone()
-    }
-}
+});
 
 /// Item i is the object `keys[i]` (or the key a template makes) under the store and prefix of
 /// a URL.
@@ -347,8 +348,7 @@ impl ObjectStoreDataset {
     }
 }
 
-#[pymethods]
-impl ObjectStoreDataset {
+dataset_methods!(ObjectStoreDataset, {
     #[new]
     #[pyo3(
         signature = (url, keys, **options),
@@ -414,17 +414,4 @@ impl ObjectStoreDataset {
         );
         Ok(Self { inner, shown })
     }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// Fetches one object now, on the calling thread.
-    fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
-        fetch_one(py, &self.inner, index)
-    }
-
-    fn __repr__(&self) -> String {
-        self.shown.clone()
-    }
-}
+});
