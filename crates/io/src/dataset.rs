@@ -123,7 +123,7 @@ impl Locations {
                 .map(|s| Cow::Borrowed(s.as_str()))
                 .ok_or(Error::IndexOutOfRange {
                     index,
-                    len: list.len(),
+                    len: list.len() as u64,
                 }),
             Locations::Template(template) => template.render(index).map(Cow::Owned),
         }
@@ -238,9 +238,9 @@ mod tests {
         }
 
         fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
-            let len = self.0;
+            let len = self.0 as u64;
             Box::pin(async move {
-                if index as usize >= len {
+                if index >= len {
                     return Err(Error::IndexOutOfRange { index, len });
                 }
                 // Later items finish first: the results must still come in order.

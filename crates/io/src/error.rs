@@ -28,7 +28,7 @@ pub enum Error {
         /// The index asked for.
         index: u64,
         /// The dataset's length.
-        len: usize,
+        len: u64,
     },
 
     /// An item larger than `max_bytes`, known from its announced size (`size`) or found while

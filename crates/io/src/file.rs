@@ -82,7 +82,7 @@ impl Inner {
                 .cloned()
                 .ok_or(Error::IndexOutOfRange {
                     index,
-                    len: paths.len(),
+                    len: paths.len() as u64,
                 }),
             Paths::Template(locations) => Ok(PathBuf::from(locations.get(index)?.into_owned())),
         }

@@ -189,7 +189,7 @@ impl Template {
             .filter(|&i| i < self.len)
             .ok_or(Error::IndexOutOfRange {
                 index,
-                len: self.len,
+                len: self.len as u64,
             })?;
         for part in &self.parts {
             match part {
