@@ -1,9 +1,12 @@
 //! Repeatable chores of the workspace: `cargo xtask <command>`.
 //!
-//! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, the model checks, ruff
+//! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, the Rust examples,
+//!   the model checks, ruff
 //!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
 //!   extension), pytest; then the same pytest suite on free-threaded CPython 3.13t.
 //! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
+//! - `rust-examples`: the Rust programs of `examples/rust` (a package outside the workspace):
+//!   clippy, their tests, every example run.
 //! - `test`: cargo tests, then the Python package and pytest (no lints, no 3.13t).
 //! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
 //! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
@@ -119,9 +122,12 @@ fn rust_examples() -> Result<()> {
     let manifest = manifest.to_str().context("a UTF-8 path")?;
     let target = root().join("target");
     let with_target = |args: &[&str]| -> Result<()> {
+        // The manifest goes right after the subcommand: what follows a `--` is the tool's.
+        let (command, rest) = args.split_first().context("a cargo subcommand")?;
         run(Command::new(env!("CARGO"))
-            .args(args)
+            .arg(command)
             .args(["--manifest-path", manifest])
+            .args(rest)
             .env("CARGO_TARGET_DIR", &target))
     };
     with_target(&["fmt", "--check"])?;
@@ -340,6 +346,7 @@ fn main() -> Result<()> {
             py_test(rest)
         }
         "model" => model(),
+        "rust-examples" => rust_examples(),
         "py-test" => py_test(rest),
         "python-ft" => python_ft(rest),
         "lint" => lint(),
@@ -352,7 +359,7 @@ fn main() -> Result<()> {
         "bench" => bench(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | test | model | py-test | python-ft | lint | demo | bench | fuzz> [args]"
+                "usage: cargo xtask <ci | test | model | rust-examples | py-test | python-ft | lint | demo | bench | fuzz> [args]"
             );
             if cmd == "help" {
                 Ok(())
