@@ -279,7 +279,7 @@ class ImageCollator:
 
 @disjoint_base
 class Transform:
-    def __call__(self, obj: _Encoded | Image | Any, /) -> Image: ...
+    def __call__(self, obj: _Encoded | Image | Any, /, seed: int | None = None) -> Image: ...
 
 @final
 class Decode(Transform):

@@ -142,9 +142,10 @@ impl Pipeline {
             ItemTransform::Native(t) => {
                 let item = item_from_py(&sample)?;
                 drop(sample);
+                let key = self.info.key(index);
                 // This thread's own CPU work, not a wait: not sliced.
                 let out = py
-                    .detach(|| t.apply(index, item))
+                    .detach(|| t.apply_keyed(key, item))
                     .map_err(|e| image_error(&e))?;
                 item_into_py(py, out)
             }
@@ -173,7 +174,7 @@ impl Pipeline {
                     Sample::Native(item) => item,
                     Sample::Py(obj) => crate::attach::attach(|py| item_from_py(obj.bind(py)))?,
                 };
-                t.apply(index, item)
+                t.apply_keyed(self.info.key(index), item)
                     .map(Sample::Native)
                     .map_err(|e| image_error(&e))
             }

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt, PyList, PyMemoryView, PyString};
 
 use dlrs_transforms as rt;
-use dlrs_transforms::{Item, Transform};
+use dlrs_transforms::{Item, Key, Transform};
 
 use crate::batch::{ImageBatch, ImageCollator};
 use crate::errors::image_error;
@@ -183,6 +183,41 @@ fn floats_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<f
     }
 }
 
+/// A seed: any int (bools refused), taken modulo 2^64 as the loader takes its seeds.
+pub fn seed_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "{owner}: seed must be an int, got {} ({})",
+            shown(obj),
+            type_name(obj)
+        )));
+    }
+    obj.rem(1u128 << 64)?.extract()
+}
+
+/// The key of a direct call: `Key::new(seed, 0, 0)`, with a fresh seed when none is given (a
+/// new one per call, different in every process, not reproducible).
+fn call_key(owner: &str, seed: Option<&Bound<'_, PyAny>>) -> PyResult<Key> {
+    let seed = match seed.filter(|s| !s.is_none()) {
+        Some(s) => seed_arg(owner, s)?,
+        None => fresh_seed(),
+    };
+    Ok(Key::new(seed, 0, 0))
+}
+
+/// A seed no other call of this process (or of a forked child) draws.
+fn fresh_seed() -> u64 {
+    use std::hash::BuildHasher;
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: OnceLock<std::collections::hash_map::RandomState> = OnceLock::new();
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, Ordering::Relaxed);
+    STATE
+        .get_or_init(Default::default)
+        .hash_one((n, std::process::id()))
+}
+
 fn rt_err(e: rt::Error) -> PyErr {
     image_error(&e)
 }
@@ -278,13 +313,24 @@ impl PyTransform {
 
 #[pymethods]
 impl PyTransform {
-    /// Applies the transform to encoded bytes, an Image or an array; returns an Image.
-    fn __call__<'py>(&self, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// Applies the transform to encoded bytes, an Image or an array; returns an Image. A random
+    /// transform draws from `seed` (what a loader of base seed `seed` draws for item 0 of epoch
+    /// 0), or from a fresh seed when none is given.
+    #[pyo3(signature = (obj, /, seed = None))]
+    fn __call__<'py>(
+        &self,
+        obj: &Bound<'py, PyAny>,
+        seed: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = obj.py();
+        let name = self.repr.split('(').next().unwrap_or("Transform");
+        let key = call_key(name, seed)?;
         let item = item_from_py(obj)?;
         let t = Arc::clone(&self.inner);
         // This thread's own CPU work, not a wait: not sliced.
-        let out = py.detach(move || t.apply(0, item)).map_err(rt_err)?;
+        let out = py
+            .detach(move || t.apply_keyed(key, item))
+            .map_err(rt_err)?;
         item_into_py(py, out)
     }
 

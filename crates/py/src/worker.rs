@@ -36,6 +36,14 @@ impl ItemInfo {
 }
 
 impl ItemInfo {
+    /// The key the random transforms of item `index` draw from on this thread: the loader's
+    /// base seed, the epoch the thread is loading (set by [`scope`]) and the index.
+    #[must_use]
+    pub fn key(&self, index: u64) -> dlrs_transforms::Key {
+        let seed = self.set.get().map_or(0, |(_, base)| *base);
+        dlrs_transforms::Key::new(seed, current_at().1, index)
+    }
+
     /// Visits the info object (it holds the dataset) for the garbage collector.
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self.set.get() {

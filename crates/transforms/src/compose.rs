@@ -4,16 +4,20 @@
 use std::sync::Arc;
 
 use crate::tensor::FloatPlan;
-use crate::{Error, Item, Transform};
+use crate::{Error, Item, Key, Transform};
 
 #[derive(Debug)]
 enum Stage {
-    One(Arc<dyn Transform>),
+    /// A step and its position in the pipeline (its key is `key.at(position)`).
+    One(usize, Arc<dyn Transform>),
     /// Consecutive per-value steps done in one pass.
     Fused(FloatPlan),
 }
 
 /// torchvision's `Compose(transforms)`.
+///
+/// The step at position `i` draws its random numbers from [`Key::at`]`(i)` of the key the
+/// pipeline is given: steps never share draws, whatever each draws.
 ///
 /// Built from shared steps ([`Compose::new`]), boxed ones (`From<Vec<Box<dyn Transform>>>`,
 /// [`FromIterator`]), or one step at a time ([`Compose::then`], from [`Compose::default`], the
@@ -51,7 +55,7 @@ impl Compose {
                 stages.push(Stage::Fused(plan));
                 i += n;
             } else {
-                stages.push(Stage::One(Arc::clone(&transforms[i])));
+                stages.push(Stage::One(i, Arc::clone(&transforms[i])));
                 i += 1;
             }
         }
@@ -82,10 +86,14 @@ impl FromIterator<Box<dyn Transform>> for Compose {
 }
 
 impl Transform for Compose {
-    fn apply(&self, index: u64, mut item: Item) -> Result<Item, Error> {
+    fn apply(&self, index: u64, item: Item) -> Result<Item, Error> {
+        self.apply_keyed(Key::new(0, 0, index), item)
+    }
+
+    fn apply_keyed(&self, key: Key, mut item: Item) -> Result<Item, Error> {
         for stage in &self.stages {
             item = match stage {
-                Stage::One(t) => t.apply(index, item)?,
+                Stage::One(i, t) => t.apply_keyed(key.at(*i), item)?,
                 Stage::Fused(plan) => Item::Image(plan.run(item)?),
             };
         }
@@ -175,6 +183,47 @@ mod tests {
             assert_eq!(c.apply(1, grey()), by_hand.apply(1, grey()));
         }
         assert_eq!(Compose::default().apply(0, grey()).unwrap(), grey());
+    }
+
+    /// Records the keys it is given.
+    #[derive(Debug, Default)]
+    struct Keys(std::sync::Mutex<Vec<Key>>);
+
+    impl Transform for Keys {
+        fn apply(&self, index: u64, item: Item) -> Result<Item, Error> {
+            self.apply_keyed(Key::new(0, 0, index), item)
+        }
+        fn apply_keyed(&self, key: Key, item: Item) -> Result<Item, Error> {
+            self.0.lock().unwrap().push(key);
+            Ok(item)
+        }
+    }
+
+    #[test]
+    fn each_step_gets_the_key_at_its_position() {
+        let probe = Arc::new(Keys::default());
+        let norm: Arc<dyn Transform> = Arc::new(Normalize::new(&[0.5], &[0.5]).unwrap());
+        // Positions 0 and 3 are probes; 1 and 2 are fused into one pass.
+        let c = Compose::new(vec![
+            probe.clone(),
+            Arc::new(ToFloat::default()),
+            norm,
+            probe.clone(),
+        ]);
+        assert_eq!(c.passes(), 3);
+        let key = Key::new(7, 2, 40);
+        c.apply_keyed(key, grey()).unwrap();
+        c.apply(5, grey()).unwrap();
+        let seen = probe.0.lock().unwrap().clone();
+        let plain = Key::new(0, 0, 5);
+        assert_eq!(seen, [key.at(0), key.at(3), plain.at(0), plain.at(3)]);
+        // A Compose inside a Compose passes on the path, not the inner position alone.
+        let inner = Arc::new(Compose::new(vec![Arc::new(ToRgb), probe.clone()]));
+        Compose::new(vec![Arc::new(ToRgb), inner])
+            .apply_keyed(key, grey())
+            .unwrap();
+        assert_eq!(probe.0.lock().unwrap().last(), Some(&key.at(1).at(1)));
+        assert_ne!(key.at(1).at(1), key.at(1));
     }
 
     #[test]

@@ -65,6 +65,7 @@ mod error;
 mod geometry;
 mod image;
 mod resize;
+mod rng;
 mod tensor;
 mod transform;
 
@@ -78,5 +79,6 @@ pub use geometry::{
 };
 pub use image::{Dtype, Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 pub use resize::{Interpolation, Resize, ResizeSize};
+pub use rng::{Key, Rng, philox4x64_10};
 pub use tensor::{Normalize, ToChw, ToFloat, ToHwc};
-pub use transform::{Pointwise, Transform};
+pub use transform::{Params, Pointwise, RandomParams, Transform, Value};
