@@ -27,6 +27,13 @@ __all__ = [
     "ObjectStoreDataset",
     "Pad",
     "PadTo",
+    "RandomApply",
+    "RandomCrop",
+    "RandomErasing",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "RandomTransform",
+    "RandomVerticalFlip",
     "Resize",
     "Rotate90",
     "ToChw",
@@ -361,5 +368,57 @@ class ToHwc(Transform):
 @final
 class Compose(Transform):
     def __new__(cls, transforms: Iterable[Transform]) -> Compose: ...
+    @property
+    def transforms(self) -> list[Transform]: ...
+
+_Interpolation: TypeAlias = Literal["nearest", "nearest-exact", "bilinear", "bicubic", "lanczos"]
+
+@disjoint_base
+class RandomTransform(Transform):
+    def params(self, *, height: int, width: int, seed: int | None = None) -> dict[str, Any]: ...
+
+@final
+class RandomResizedCrop(RandomTransform):
+    def __new__(
+        cls,
+        size: _Size,
+        scale: tuple[float, float] | list[float] = (0.08, 1.0),
+        ratio: tuple[float, float] | list[float] = ...,
+        interpolation: _Interpolation | Any = "bilinear",
+        antialias: bool = True,
+    ) -> RandomResizedCrop: ...
+
+@final
+class RandomCrop(RandomTransform):
+    def __new__(
+        cls,
+        size: _Size,
+        padding: int | Sequence[int] | None = None,
+        pad_if_needed: bool = False,
+        fill: _Fill = 0,
+        padding_mode: Literal["constant", "edge", "reflect", "symmetric"] = "constant",
+    ) -> RandomCrop: ...
+
+@final
+class RandomHorizontalFlip(RandomTransform):
+    def __new__(cls, p: float = 0.5) -> RandomHorizontalFlip: ...
+
+@final
+class RandomVerticalFlip(RandomTransform):
+    def __new__(cls, p: float = 0.5) -> RandomVerticalFlip: ...
+
+@final
+class RandomErasing(RandomTransform):
+    def __new__(
+        cls,
+        p: float = 0.5,
+        scale: tuple[float, float] | list[float] = (0.02, 0.33),
+        ratio: tuple[float, float] | list[float] = (0.3, 3.3),
+        value: float | Sequence[float] | Literal["random"] = 0,
+    ) -> RandomErasing: ...
+
+@final
+class RandomApply(RandomTransform):
+    def __new__(cls, transforms: Iterable[Transform], p: float = 0.5) -> RandomApply: ...
     @property
     def transforms(self) -> list[Transform]: ...

@@ -13,7 +13,8 @@
 //! - [`gc`]: what the loader's pyclasses report to the garbage collector.
 //! - [`text`]: how Python objects are named in error messages.
 //! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
-//!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
+//!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack);
+//!   [`augment`]: the random transforms and their `params`.
 //!
 //! PyO3 is pinned to 0.28.3 (see the root Cargo.toml); this crate avoids the APIs of its two
 //! advisories (RUSTSEC-2026-0176, RUSTSEC-2026-0177), and a tidy test in xtask checks it.
@@ -21,6 +22,7 @@
 use pyo3::prelude::*;
 
 pub mod attach;
+pub mod augment;
 pub mod batch;
 pub mod cli;
 pub mod datasets;

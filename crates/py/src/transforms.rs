@@ -18,6 +18,7 @@ use crate::text::type_name;
 
 /// Adds the transform classes, `Image`, `ImageCollator` and `ImageBatch` to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::augment::register(m)?;
     m.add_class::<PyImage>()?;
     m.add_class::<ImageCollator>()?;
     m.add_class::<ImageBatch>()?;
@@ -44,7 +45,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 // ----- arguments -----
 
-fn shown(obj: &Bound<'_, PyAny>) -> String {
+pub(crate) fn shown(obj: &Bound<'_, PyAny>) -> String {
     obj.repr()
         .map_or_else(|_| "?".to_owned(), |r| r.to_string())
 }
@@ -81,11 +82,11 @@ pub fn int_arg(
     Ok(v as i64)
 }
 
-fn size_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
+pub(crate) fn size_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<usize> {
     Ok(int_arg(owner, name, obj, 1, Some(rt::MAX_SIDE as i64))? as usize)
 }
 
-fn float_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+pub(crate) fn float_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
     if obj.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err(format!(
             "{owner}: {name} must be a number, got {}",
@@ -101,7 +102,7 @@ fn float_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<f64> {
     })
 }
 
-fn bool_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(crate) fn bool_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     obj.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
         PyTypeError::new_err(format!(
             "{owner}: {name} must be True or False, got {} ({})",
@@ -111,7 +112,7 @@ fn bool_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
     })
 }
 
-fn str_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn str_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(s.to_str()?.to_owned());
     }
@@ -129,7 +130,7 @@ fn str_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<String> 
 }
 
 /// The elements of a list or tuple argument (str and bytes are not sequences here).
-fn seq_arg<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+pub(crate) fn seq_arg<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
         return None;
     }
@@ -141,7 +142,7 @@ fn seq_arg<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
 }
 
 /// An int, or a sequence of one or two ints (height, width): torchvision's `size`.
-fn hw_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<SizeArg> {
+pub(crate) fn hw_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<SizeArg> {
     match seq_arg(obj) {
         None => Ok(SizeArg::One(size_arg(owner, name, obj)?)),
         Some(v) if v.len() == 1 => Ok(SizeArg::One(size_arg(owner, name, &v[0])?)),
@@ -156,12 +157,38 @@ fn hw_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<SizeArg> 
     }
 }
 
-enum SizeArg {
+/// torchvision's `padding`: an int (every side), or 1, 2 (left/right, top/bottom) or 4 (left,
+/// top, right, bottom) ints.
+pub(crate) fn padding_arg(owner: &str, padding: &Bound<'_, PyAny>) -> PyResult<rt::Padding> {
+    let one = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
+        Ok(int_arg(owner, "padding", v, 0, Some(rt::MAX_SIDE as i64))? as usize)
+    };
+    Ok(match seq_arg(padding) {
+        None => rt::Padding::All(one(padding)?),
+        Some(v) => match v.len() {
+            1 => rt::Padding::All(one(&v[0])?),
+            2 => rt::Padding::Pair(one(&v[0])?, one(&v[1])?),
+            4 => rt::Padding::Each {
+                left: one(&v[0])?,
+                top: one(&v[1])?,
+                right: one(&v[2])?,
+                bottom: one(&v[3])?,
+            },
+            n => {
+                return Err(PyValueError::new_err(format!(
+                    "{owner}: padding must be an int or a sequence of 1, 2 or 4 ints, got {n} values"
+                )));
+            }
+        },
+    })
+}
+
+pub(crate) enum SizeArg {
     One(usize),
     Two(usize, usize),
 }
 
-fn fill_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<rt::Fill> {
+pub(crate) fn fill_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<rt::Fill> {
     match seq_arg(obj) {
         None => Ok(rt::Fill::Value(float_arg(owner, "fill", obj)?)),
         Some(v) if (1..=4).contains(&v.len()) => Ok(rt::Fill::PerChannel(
@@ -176,7 +203,7 @@ fn fill_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<rt::Fill> {
     }
 }
 
-fn floats_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
+pub(crate) fn floats_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
     match seq_arg(obj) {
         None => Ok(vec![float_arg(owner, name, obj)?]),
         Some(v) => v.iter().map(|x| float_arg(owner, name, x)).collect(),
@@ -197,7 +224,7 @@ pub fn seed_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
 
 /// The key of a direct call: `Key::new(seed, 0, 0)`, with a fresh seed when none is given (a
 /// new one per call, different in every process, not reproducible).
-fn call_key(owner: &str, seed: Option<&Bound<'_, PyAny>>) -> PyResult<Key> {
+pub(crate) fn call_key(owner: &str, seed: Option<&Bound<'_, PyAny>>) -> PyResult<Key> {
     let seed = match seed.filter(|s| !s.is_none()) {
         Some(s) => seed_arg(owner, s)?,
         None => fresh_seed(),
@@ -218,17 +245,17 @@ fn fresh_seed() -> u64 {
         .hash_one((n, std::process::id()))
 }
 
-fn rt_err(e: rt::Error) -> PyErr {
+pub(crate) fn rt_err(e: rt::Error) -> PyErr {
     image_error(&e)
 }
 
 /// Python's repr of a float list, for `__repr__`s.
-fn floats_repr(v: &[f64]) -> String {
+pub(crate) fn floats_repr(v: &[f64]) -> String {
     let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
     format!("[{}]", parts.join(", "))
 }
 
-fn fill_repr(fill: &rt::Fill) -> String {
+pub(crate) fn fill_repr(fill: &rt::Fill) -> String {
     match fill {
         rt::Fill::Value(v) => format!("{v:?}"),
         rt::Fill::PerChannel(v) => floats_repr(v),
@@ -299,10 +326,17 @@ pub struct PyTransform {
 
 impl PyTransform {
     fn of(t: impl Transform + 'static, repr: String) -> Self {
-        Self {
-            inner: Arc::new(t),
-            repr,
-        }
+        Self::shared(Arc::new(t), repr)
+    }
+
+    /// The base of a class whose Rust transform is also held elsewhere (its parameters).
+    pub(crate) fn shared(inner: Arc<dyn Transform>, repr: String) -> Self {
+        Self { inner, repr }
+    }
+
+    /// `repr(t)`.
+    pub(crate) fn repr(&self) -> &str {
+        &self.repr
     }
 
     /// The Rust transform, to run without the interpreter.
@@ -465,27 +499,7 @@ impl Pad {
         fill: Option<&Bound<'_, PyAny>>,
         padding_mode: Option<&Bound<'_, PyAny>>,
     ) -> Init<Self> {
-        let one = |v: &Bound<'_, PyAny>| -> PyResult<usize> {
-            Ok(int_arg("Pad", "padding", v, 0, Some(rt::MAX_SIDE as i64))? as usize)
-        };
-        let pad = match seq_arg(padding) {
-            None => rt::Padding::All(one(padding)?),
-            Some(v) => match v.len() {
-                1 => rt::Padding::All(one(&v[0])?),
-                2 => rt::Padding::Pair(one(&v[0])?, one(&v[1])?),
-                4 => rt::Padding::Each {
-                    left: one(&v[0])?,
-                    top: one(&v[1])?,
-                    right: one(&v[2])?,
-                    bottom: one(&v[3])?,
-                },
-                n => {
-                    return Err(PyValueError::new_err(format!(
-                        "Pad: padding must be an int or a sequence of 1, 2 or 4 ints, got {n} values"
-                    )));
-                }
-            },
-        };
+        let pad = padding_arg("Pad", padding)?;
         let fill = fill.map_or(Ok(rt::Fill::default()), |f| fill_arg("Pad", f))?;
         let mode_name = padding_mode.map_or(Ok("constant".to_owned()), |m| {
             str_arg("Pad", "padding_mode", m)

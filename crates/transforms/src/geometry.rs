@@ -128,12 +128,12 @@ fn map_index(mode: PaddingMode, i: i64, n: usize) -> usize {
 
 /// Output `(y, x)` is input `(y + top, x + left)`; outside the input, `mode` decides.
 #[derive(Debug, Clone)]
-struct Window {
-    top: i64,
-    left: i64,
-    height: usize,
-    width: usize,
-    mode: PaddingMode,
+pub(crate) struct Window {
+    pub(crate) top: i64,
+    pub(crate) left: i64,
+    pub(crate) height: usize,
+    pub(crate) width: usize,
+    pub(crate) mode: PaddingMode,
 }
 
 impl Window {
@@ -198,7 +198,7 @@ fn planes(im: &Image) -> (usize, usize) {
     }
 }
 
-fn apply_window(
+pub(crate) fn apply_window(
     transform: &'static str,
     im: Image,
     win: &Window,

@@ -57,6 +57,7 @@
 
 #![warn(missing_docs)]
 
+mod augment;
 mod collate;
 mod color;
 mod compose;
@@ -68,7 +69,12 @@ mod resize;
 mod rng;
 mod tensor;
 mod transform;
+pub mod tv;
 
+pub use augment::{
+    EraseValue, RandomApply, RandomCrop, RandomErasing, RandomHorizontalFlip, RandomResizedCrop,
+    RandomVerticalFlip,
+};
 pub use collate::{Batch, BatchLayout, Collator};
 pub use color::{ToGray, ToRgb, ToRgba};
 pub use compose::Compose;

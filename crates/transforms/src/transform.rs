@@ -58,7 +58,10 @@ pub enum Pointwise {
 pub trait RandomParams: Transform {
     /// The parameters `apply_keyed(key, item)` uses on an image of `height × width`, as
     /// torchvision names them (`{"top", "left", "height", "width"}` for a crop, ...).
-    fn params(&self, key: Key, height: usize, width: usize) -> Params;
+    ///
+    /// # Errors
+    /// What `apply_keyed` would fail with for that size (a crop larger than the image).
+    fn params(&self, key: Key, height: usize, width: usize) -> Result<Params, Error>;
 }
 
 /// One drawn parameter.

@@ -1,0 +1,395 @@
+//! The random transforms of `dataloader_rs.transforms`: subclasses of `RandomTransform` (itself
+//! a `Transform`), with torchvision's arguments, defaults and argument errors, and
+//! `params(height=, width=, seed=)`, the parameters a call with that seed draws.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+
+use dlrs_transforms as rt;
+use dlrs_transforms::{RandomParams, Value};
+
+use crate::text::type_name;
+use crate::transforms::{
+    PyTransform, SizeArg, bool_arg, call_key, fill_arg, fill_repr, float_arg, hw_arg, padding_arg,
+    rt_err, seq_arg, shown, size_arg, str_arg,
+};
+
+/// Adds the random transform classes to `m`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyRandom>()?;
+    m.add_class::<RandomResizedCrop>()?;
+    m.add_class::<RandomCrop>()?;
+    m.add_class::<RandomHorizontalFlip>()?;
+    m.add_class::<RandomVerticalFlip>()?;
+    m.add_class::<RandomErasing>()?;
+    m.add_class::<RandomApply>()?;
+    Ok(())
+}
+
+/// The base class of the random transforms: `t(obj, seed=s)` draws from `s`, and
+/// `t.params(height=h, width=w, seed=s)` says what it draws for an image of `h × w`.
+#[pyclass(
+    frozen,
+    subclass,
+    extends = PyTransform,
+    module = "dataloader_rs.transforms",
+    name = "RandomTransform"
+)]
+pub struct PyRandom {
+    params: Arc<dyn RandomParams>,
+}
+
+fn value_into_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Bool(b) => pyo3::types::PyBool::new(py, *b).to_owned().into_any(),
+        Value::Int(i) => i.into_pyobject(py)?.into_any(),
+        Value::Float(f) => f.into_pyobject(py)?.into_any(),
+        Value::Ints(v) => PyList::new(py, v)?.into_any(),
+        Value::Str(s) => PyString::new(py, s).into_any(),
+        Value::None => py.None().into_bound(py),
+    })
+}
+
+#[pymethods]
+impl PyRandom {
+    /// The parameters a call with `seed` draws for an image of `height × width`, as a dict
+    /// named as torchvision names them (a fresh seed when none is given).
+    #[pyo3(signature = (*, height, width, seed = None))]
+    fn params<'py>(
+        slf: &Bound<'py, Self>,
+        height: &Bound<'py, PyAny>,
+        width: &Bound<'py, PyAny>,
+        seed: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let base = slf.as_super().get();
+        let owner = base.repr().split('(').next().unwrap_or("RandomTransform");
+        let h = size_arg(owner, "height", height)?;
+        let w = size_arg(owner, "width", width)?;
+        let key = call_key(owner, seed)?;
+        let params = slf.get().params.params(key, h, w).map_err(rt_err)?;
+        let dict = PyDict::new(py);
+        for (name, value) in &params.0 {
+            dict.set_item(name, value_into_py(py, value)?)?;
+        }
+        Ok(dict)
+    }
+}
+
+/// The initializer of a random class over `t`.
+fn random_init<T: RandomParams + 'static>(t: T, repr: String) -> PyClassInitializer<PyRandom> {
+    let t = Arc::new(t);
+    PyClassInitializer::from(PyTransform::shared(t.clone(), repr))
+        .add_subclass(PyRandom { params: t })
+}
+
+// ----- arguments -----
+
+fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+/// A `(min, max)`-like pair of numbers: torchvision's `scale` and `ratio`.
+fn pair_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<(f64, f64)> {
+    match seq_arg(obj) {
+        Some(v) if v.len() == 2 => Ok((
+            float_arg(owner, name, &v[0])?,
+            float_arg(owner, name, &v[1])?,
+        )),
+        _ => Err(PyTypeError::new_err(format!(
+            "{owner}: {name} should be a sequence of two numbers, got {} ({})",
+            shown(obj),
+            type_name(obj)
+        ))),
+    }
+}
+
+fn p_arg(owner: &str, obj: Option<&Bound<'_, PyAny>>) -> PyResult<f64> {
+    let p = obj.map_or(Ok(0.5), |p| float_arg(owner, "p", p))?;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(PyValueError::new_err(format!(
+            "{owner}: p should be a floating point value in the interval [0.0, 1.0], got {p}"
+        )))
+    }
+}
+
+fn square_or_hw(owner: &str, size: &Bound<'_, PyAny>) -> PyResult<(rt::Size, String)> {
+    Ok(match hw_arg(owner, "size", size)? {
+        SizeArg::One(s) => (rt::Size::square(s), format!("({s}, {s})")),
+        SizeArg::Two(h, w) => (
+            rt::Size {
+                width: w,
+                height: h,
+            },
+            format!("({h}, {w})"),
+        ),
+    })
+}
+
+fn interpolation_arg(
+    owner: &'static str,
+    obj: Option<&Bound<'_, PyAny>>,
+) -> PyResult<rt::tv::Interpolation> {
+    let name = obj.map_or(Ok("bilinear".to_owned()), |i| {
+        str_arg(owner, "interpolation", i)
+    })?;
+    rt::tv::Interpolation::parse(owner, &name).map_err(rt_err)
+}
+
+// ----- the classes -----
+
+type Init<T> = PyResult<PyClassInitializer<T>>;
+
+/// `RandomResizedCrop(size, scale=(0.08, 1.0), ratio=(3/4, 4/3), interpolation="bilinear",
+/// antialias=True)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomResizedCrop;
+
+#[pymethods]
+impl RandomResizedCrop {
+    #[new]
+    #[pyo3(
+        signature = (size, scale = None, ratio = None, interpolation = None, antialias = None),
+        text_signature = "(size, scale=(0.08, 1.0), ratio=(0.75, 1.3333333333333333), interpolation=\"bilinear\", antialias=True)"
+    )]
+    fn new(
+        size: &Bound<'_, PyAny>,
+        scale: Option<&Bound<'_, PyAny>>,
+        ratio: Option<&Bound<'_, PyAny>>,
+        interpolation: Option<&Bound<'_, PyAny>>,
+        antialias: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        const NAME: &str = "RandomResizedCrop";
+        let (size, size_repr) = square_or_hw(NAME, size)?;
+        let scale = scale.map_or(Ok((0.08, 1.0)), |s| pair_arg(NAME, "scale", s))?;
+        let ratio = ratio.map_or(Ok((3.0 / 4.0, 4.0 / 3.0)), |r| pair_arg(NAME, "ratio", r))?;
+        let interp = interpolation_arg(NAME, interpolation)?;
+        let antialias = antialias.map_or(Ok(true), |a| bool_arg(NAME, "antialias", a))?;
+        let t =
+            rt::RandomResizedCrop::new(size, scale, ratio, interp, antialias).map_err(rt_err)?;
+        let repr = format!(
+            "RandomResizedCrop(size={size_repr}, scale=({:?}, {:?}), ratio=({:?}, {:?}), interpolation={:?}, antialias={})",
+            scale.0,
+            scale.1,
+            ratio.0,
+            ratio.1,
+            interp.name(),
+            py_bool(antialias)
+        );
+        Ok(random_init(t, repr).add_subclass(RandomResizedCrop))
+    }
+}
+
+/// `RandomCrop(size, padding=None, pad_if_needed=False, fill=0, padding_mode="constant")`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomCrop;
+
+#[pymethods]
+impl RandomCrop {
+    #[new]
+    #[pyo3(
+        signature = (size, padding = None, pad_if_needed = None, fill = None, padding_mode = None),
+        text_signature = "(size, padding=None, pad_if_needed=False, fill=0, padding_mode=\"constant\")"
+    )]
+    fn new(
+        size: &Bound<'_, PyAny>,
+        padding: Option<&Bound<'_, PyAny>>,
+        pad_if_needed: Option<&Bound<'_, PyAny>>,
+        fill: Option<&Bound<'_, PyAny>>,
+        padding_mode: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        const NAME: &str = "RandomCrop";
+        let (size, size_repr) = square_or_hw(NAME, size)?;
+        let padding = match padding.filter(|p| !p.is_none()) {
+            None => None,
+            Some(p) => Some(padding_arg(NAME, p)?.ltrb()),
+        };
+        let pad_if_needed =
+            pad_if_needed.map_or(Ok(false), |b| bool_arg(NAME, "pad_if_needed", b))?;
+        let fill = fill.map_or(Ok(rt::Fill::default()), |f| fill_arg(NAME, f))?;
+        let mode_name = padding_mode.map_or(Ok("constant".to_owned()), |m| {
+            str_arg(NAME, "padding_mode", m)
+        })?;
+        let mode: rt::PaddingMode = mode_name.parse().map_err(|_| {
+            PyValueError::new_err(format!(
+                "{NAME}: padding_mode should be either constant, edge, reflect or symmetric, got {mode_name:?}"
+            ))
+        })?;
+        let padding_repr = padding.map_or_else(
+            || "None".to_owned(),
+            |[l, t, r, b]| format!("({l}, {t}, {r}, {b})"),
+        );
+        let t = rt::RandomCrop::new(
+            size,
+            padding.unwrap_or([0; 4]),
+            pad_if_needed,
+            fill.clone(),
+            mode,
+        )
+        .map_err(rt_err)?;
+        let repr = format!(
+            "RandomCrop(size={size_repr}, padding={padding_repr}, pad_if_needed={}, fill={}, padding_mode={mode_name:?})",
+            py_bool(pad_if_needed),
+            fill_repr(&fill)
+        );
+        Ok(random_init(t, repr).add_subclass(RandomCrop))
+    }
+}
+
+/// `RandomHorizontalFlip(p=0.5)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomHorizontalFlip;
+
+#[pymethods]
+impl RandomHorizontalFlip {
+    #[new]
+    #[pyo3(signature = (p = None), text_signature = "(p=0.5)")]
+    fn new(p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+        let p = p_arg("RandomHorizontalFlip", p)?;
+        let t = rt::RandomHorizontalFlip::new(p).map_err(rt_err)?;
+        Ok(random_init(t, format!("RandomHorizontalFlip(p={p:?})"))
+            .add_subclass(RandomHorizontalFlip))
+    }
+}
+
+/// `RandomVerticalFlip(p=0.5)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomVerticalFlip;
+
+#[pymethods]
+impl RandomVerticalFlip {
+    #[new]
+    #[pyo3(signature = (p = None), text_signature = "(p=0.5)")]
+    fn new(p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+        let p = p_arg("RandomVerticalFlip", p)?;
+        let t = rt::RandomVerticalFlip::new(p).map_err(rt_err)?;
+        Ok(random_init(t, format!("RandomVerticalFlip(p={p:?})")).add_subclass(RandomVerticalFlip))
+    }
+}
+
+/// `RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomErasing;
+
+#[pymethods]
+impl RandomErasing {
+    #[new]
+    #[pyo3(
+        signature = (p = None, scale = None, ratio = None, value = None),
+        text_signature = "(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)"
+    )]
+    fn new(
+        p: Option<&Bound<'_, PyAny>>,
+        scale: Option<&Bound<'_, PyAny>>,
+        ratio: Option<&Bound<'_, PyAny>>,
+        value: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        const NAME: &str = "RandomErasing";
+        let p = p_arg(NAME, p)?;
+        let scale = scale.map_or(Ok((0.02, 0.33)), |s| pair_arg(NAME, "scale", s))?;
+        let ratio = ratio.map_or(Ok((0.3, 3.3)), |r| pair_arg(NAME, "ratio", r))?;
+        let (value, value_repr) = match value {
+            None => (rt::EraseValue::Values(vec![0.0]), "0.0".to_owned()),
+            Some(v) if v.is_instance_of::<PyString>() => {
+                let s: String = v.extract()?;
+                if s != "random" {
+                    return Err(PyValueError::new_err(format!(
+                        "{NAME}: if value is a str, it should be 'random', got {s:?}"
+                    )));
+                }
+                (rt::EraseValue::Random, "'random'".to_owned())
+            }
+            Some(v) => match seq_arg(v) {
+                Some(items) => {
+                    let vals = items
+                        .iter()
+                        .map(|x| float_arg(NAME, "value", x))
+                        .collect::<PyResult<Vec<f64>>>()?;
+                    let repr = crate::transforms::floats_repr(&vals);
+                    (rt::EraseValue::Values(vals), repr)
+                }
+                None => {
+                    let x = float_arg(NAME, "value", v)?;
+                    (rt::EraseValue::Values(vec![x]), format!("{x:?}"))
+                }
+            },
+        };
+        let t = rt::RandomErasing::new(p, scale, ratio, value).map_err(rt_err)?;
+        let repr = format!(
+            "RandomErasing(p={p:?}, scale=({:?}, {:?}), ratio=({:?}, {:?}), value={value_repr})",
+            scale.0, scale.1, ratio.0, ratio.1
+        );
+        Ok(random_init(t, repr).add_subclass(RandomErasing))
+    }
+}
+
+/// The objects of a list of transforms, their Rust transforms and their reprs.
+type Steps = (
+    Vec<Py<PyTransform>>,
+    Vec<Arc<dyn rt::Transform>>,
+    Vec<String>,
+);
+
+/// The steps of a list of `dataloader_rs.transforms` objects.
+fn transform_list(owner: &str, transforms: &Bound<'_, PyAny>) -> PyResult<Steps> {
+    let not_list = || {
+        PyTypeError::new_err(format!(
+            "{owner} takes a list of dataloader_rs.transforms objects, got {}",
+            type_name(transforms)
+        ))
+    };
+    if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
+        return Err(not_list());
+    }
+    let (mut items, mut rust, mut reprs) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
+        let t = t?;
+        let Ok(pt) = t.cast::<PyTransform>() else {
+            return Err(PyTypeError::new_err(format!(
+                "{owner}: transform {i} is {} ({}), not a dataloader_rs.transforms object",
+                shown(&t),
+                type_name(&t)
+            )));
+        };
+        rust.push(pt.get().transform());
+        reprs.push(pt.get().repr().to_owned());
+        items.push(pt.clone().unbind());
+    }
+    Ok((items, rust, reprs))
+}
+
+/// `RandomApply(transforms, p=0.5)`: the transforms in order, all or none.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomApply {
+    items: Vec<Py<PyTransform>>,
+}
+
+#[pymethods]
+impl RandomApply {
+    #[new]
+    #[pyo3(signature = (transforms, p = None), text_signature = "(transforms, p=0.5)")]
+    fn new(transforms: &Bound<'_, PyAny>, p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+        const NAME: &str = "RandomApply";
+        let (items, rust, reprs) = transform_list(NAME, transforms)?;
+        if items.is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "{NAME}: pass at least one transform"
+            )));
+        }
+        let p = p_arg(NAME, p)?;
+        let t = rt::RandomApply::new(rust, p).map_err(rt_err)?;
+        let repr = format!("RandomApply([{}], p={p:?})", reprs.join(", "));
+        Ok(random_init(t, repr).add_subclass(RandomApply { items }))
+    }
+
+    /// The transforms, as given.
+    #[getter]
+    fn transforms<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.items.iter().map(|t| t.clone_ref(py)))
+    }
+}

@@ -1,0 +1,444 @@
+//! `RandomResizedCrop` and `RandomCrop`.
+
+use super::{check_range, unkeyed};
+use crate::color::u8_hwc;
+use crate::geometry::{Window, apply_window};
+use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
+use crate::tv::{Interpolation, resize_u8};
+use crate::{Error, Fill, Key, PaddingMode, Params, RandomParams, Rng, Size, Transform, Value};
+
+/// A drawn crop: rows `top..top + height`, columns `left..left + width`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CropBox {
+    /// First row.
+    pub top: i64,
+    /// First column.
+    pub left: i64,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+}
+
+impl CropBox {
+    fn params(self) -> Vec<(&'static str, Value)> {
+        vec![
+            ("top", Value::Int(self.top)),
+            ("left", Value::Int(self.left)),
+            ("height", Value::Int(self.height as i64)),
+            ("width", Value::Int(self.width as i64)),
+        ]
+    }
+}
+
+/// torchvision's `RandomResizedCrop(size, scale=(0.08, 1.0), ratio=(3/4, 4/3),
+/// interpolation="bilinear", antialias=True)`: a crop of random area and aspect ratio, resized
+/// to `size` as `F.resized_crop` resizes a uint8 tensor.
+///
+/// Up to ten tries draw an area fraction uniform in `scale` and a ratio log-uniform in
+/// `ratio`; the first crop that fits is placed uniformly; after ten misses, the centred crop of
+/// the whole image clamped to `ratio`.
+#[derive(Debug, Clone)]
+pub struct RandomResizedCrop {
+    size: Size,
+    scale: (f64, f64),
+    log_ratio: (f64, f64),
+    ratio: (f64, f64),
+    interpolation: Interpolation,
+    antialias: bool,
+}
+
+impl RandomResizedCrop {
+    /// The transform to an output of `size`.
+    ///
+    /// # Errors
+    /// An empty size, a `scale` outside `[0, ∞)` or a `ratio` outside `(0, ∞)`, either not
+    /// `(min, max)`; lanczos without `antialias`.
+    pub fn new(
+        size: Size,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+        interpolation: Interpolation,
+        antialias: bool,
+    ) -> Result<RandomResizedCrop, Error> {
+        const NAME: &str = "RandomResizedCrop";
+        if size.width == 0 || size.height == 0 {
+            return Err(Error::arg(NAME, "size must be at least 1"));
+        }
+        check_size(size.height, size.width, 1, Dtype::U8)?;
+        let scale = check_range(NAME, "scale", scale, (0.0, f64::INFINITY))?;
+        let ratio = check_range(NAME, "ratio", ratio, (f64::MIN_POSITIVE, f64::INFINITY))?;
+        if interpolation == Interpolation::Lanczos && !antialias {
+            return Err(Error::arg(NAME, "lanczos requires antialias=True"));
+        }
+        Ok(RandomResizedCrop {
+            size,
+            scale,
+            log_ratio: (ratio.0.ln(), ratio.1.ln()),
+            ratio,
+            interpolation,
+            antialias: antialias && interpolation.filters(),
+        })
+    }
+
+    /// The crop drawn for an image of `height × width` (torchvision's `make_params`).
+    pub fn draw(&self, rng: &mut Rng, height: usize, width: usize) -> CropBox {
+        let area = (height * width) as f64;
+        for _ in 0..10 {
+            let target = area * rng.uniform_in(self.scale.0, self.scale.1);
+            let aspect = rng.uniform_in(self.log_ratio.0, self.log_ratio.1).exp();
+            // Python's round: half to even.
+            let w = (target * aspect).sqrt().round_ties_even();
+            let h = (target / aspect).sqrt().round_ties_even();
+            if w > 0.0 && w <= width as f64 && h > 0.0 && h <= height as f64 {
+                let (h, w) = (h as usize, w as usize);
+                let top = rng.int_in(0, (height - h) as i64);
+                let left = rng.int_in(0, (width - w) as i64);
+                return CropBox {
+                    top,
+                    left,
+                    height: h,
+                    width: w,
+                };
+            }
+        }
+        let in_ratio = width as f64 / height as f64;
+        let (h, w) = if in_ratio < self.ratio.0 {
+            let h = (width as f64 / self.ratio.0).round_ties_even() as usize;
+            (h.min(height), width)
+        } else if in_ratio > self.ratio.1 {
+            let w = (height as f64 * self.ratio.1).round_ties_even() as usize;
+            (height, w.min(width))
+        } else {
+            (height, width)
+        };
+        CropBox {
+            top: ((height - h) / 2) as i64,
+            left: ((width - w) / 2) as i64,
+            height: h,
+            width: w,
+        }
+    }
+
+    /// The output size.
+    #[must_use]
+    pub fn size(&self) -> Size {
+        self.size
+    }
+}
+
+impl Transform for RandomResizedCrop {
+    fn apply(&self, index: u64, item: Item) -> Result<Item, Error> {
+        self.apply_keyed(unkeyed(index), item)
+    }
+
+    fn apply_keyed(&self, key: Key, item: Item) -> Result<Item, Error> {
+        let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
+        let b = self.draw(&mut key.rng(), h, w);
+        let (top, left) = (b.top as usize, b.left as usize);
+        let mut crop = Vec::with_capacity(b.height * b.width * c);
+        for y in top..top + b.height {
+            crop.extend_from_slice(&v[(y * w + left) * c..][..b.width * c]);
+        }
+        let out = resize_u8(
+            &crop,
+            (b.height, b.width, c),
+            (self.size.height, self.size.width),
+            self.interpolation,
+            self.antialias,
+        );
+        Ok(Item::Image(Image::from_parts(
+            self.size.height,
+            self.size.width,
+            c,
+            Layout::Hwc,
+            Pixels::U8(out),
+        )))
+    }
+}
+
+impl RandomParams for RandomResizedCrop {
+    fn params(&self, key: Key, height: usize, width: usize) -> Result<Params, Error> {
+        Ok(Params(self.draw(&mut key.rng(), height, width).params()))
+    }
+}
+
+/// torchvision's `RandomCrop(size, padding=None, pad_if_needed=False, fill=0,
+/// padding_mode="constant")`: `padding` added first, then (with `pad_if_needed`) the missing
+/// rows and columns on both sides, then a crop of `size` placed uniformly. Any dtype and layout.
+#[derive(Debug, Clone)]
+pub struct RandomCrop {
+    size: Size,
+    /// Left, top, right, bottom.
+    padding: [usize; 4],
+    pad_if_needed: bool,
+    fill: Fill,
+    mode: PaddingMode,
+}
+
+impl RandomCrop {
+    /// The transform to crops of `size`; `padding` is left, top, right, bottom.
+    ///
+    /// # Errors
+    /// An empty size, or padding beyond the image limits.
+    pub fn new(
+        size: Size,
+        padding: [usize; 4],
+        pad_if_needed: bool,
+        fill: Fill,
+        mode: PaddingMode,
+    ) -> Result<RandomCrop, Error> {
+        if size.width == 0 || size.height == 0 {
+            return Err(Error::arg("RandomCrop", "size must be at least 1"));
+        }
+        if padding.iter().any(|&p| p > crate::MAX_SIDE) {
+            return Err(Error::arg(
+                "RandomCrop",
+                format!("padding {padding:?} exceeds {}", crate::MAX_SIDE),
+            ));
+        }
+        Ok(RandomCrop {
+            size,
+            padding,
+            pad_if_needed,
+            fill,
+            mode,
+        })
+    }
+
+    /// The padding (left, top, right, bottom) and the crop, in padded coordinates, drawn for an
+    /// image of `height × width` (torchvision's `make_params`).
+    ///
+    /// # Errors
+    /// A crop larger than the padded image.
+    pub fn draw(
+        &self,
+        rng: &mut Rng,
+        height: usize,
+        width: usize,
+    ) -> Result<([usize; 4], CropBox), Error> {
+        let [mut l, mut t, mut r, mut b] = self.padding;
+        let mut ph = height + t + b;
+        let mut pw = width + l + r;
+        let (ch, cw) = (self.size.height, self.size.width);
+        if self.pad_if_needed {
+            // torchvision pads both sides by the whole difference.
+            if ph < ch {
+                let diff = ch - ph;
+                t += diff;
+                b += diff;
+                ph += 2 * diff;
+            }
+            if pw < cw {
+                let diff = cw - pw;
+                l += diff;
+                r += diff;
+                pw += 2 * diff;
+            }
+        }
+        if ph < ch || pw < cw {
+            let padded = if self.padding == [0; 4] {
+                ""
+            } else {
+                "padded "
+            };
+            return Err(Error::arg(
+                "RandomCrop",
+                format!(
+                    "Required crop size ({ch}, {cw}) is larger than {padded}input image size ({ph}, {pw})"
+                ),
+            ));
+        }
+        let top = if ph > ch {
+            rng.int_in(0, (ph - ch) as i64)
+        } else {
+            0
+        };
+        let left = if pw > cw {
+            rng.int_in(0, (pw - cw) as i64)
+        } else {
+            0
+        };
+        Ok((
+            [l, t, r, b],
+            CropBox {
+                top,
+                left,
+                height: ch,
+                width: cw,
+            },
+        ))
+    }
+}
+
+impl Transform for RandomCrop {
+    fn apply(&self, index: u64, item: Item) -> Result<Item, Error> {
+        self.apply_keyed(unkeyed(index), item)
+    }
+
+    fn apply_keyed(&self, key: Key, item: Item) -> Result<Item, Error> {
+        let im = item.into_image("RandomCrop")?;
+        let ([l, t, _, _], b) = self.draw(&mut key.rng(), im.height(), im.width())?;
+        // Padding then cropping is one window over the image.
+        let win = Window {
+            top: b.top - t as i64,
+            left: b.left - l as i64,
+            height: b.height,
+            width: b.width,
+            mode: self.mode,
+        };
+        apply_window("RandomCrop", im, &win, &self.fill).map(Item::Image)
+    }
+}
+
+impl RandomParams for RandomCrop {
+    fn params(&self, key: Key, height: usize, width: usize) -> Result<Params, Error> {
+        let (padding, b) = self.draw(&mut key.rng(), height, width)?;
+        let mut p = b.params();
+        p.push((
+            "padding",
+            Value::Ints(padding.iter().map(|&x| x as i64).collect()),
+        ));
+        Ok(Params(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rrc(scale: (f64, f64), ratio: (f64, f64)) -> RandomResizedCrop {
+        RandomResizedCrop::new(Size::square(8), scale, ratio, Interpolation::Bilinear, true)
+            .unwrap()
+    }
+
+    #[test]
+    fn crops_fit_and_vary() {
+        let t = rrc((0.08, 1.0), (0.75, 4.0 / 3.0));
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..500 {
+            let b = t.draw(&mut Key::new(3, 0, i).rng(), 60, 90);
+            assert!(b.top >= 0 && b.left >= 0);
+            assert!(b.top as usize + b.height <= 60 && b.left as usize + b.width <= 90);
+            seen.insert((b.top, b.left, b.height, b.width));
+        }
+        assert!(seen.len() > 400, "{}", seen.len());
+    }
+
+    #[test]
+    fn falls_back_to_the_centre_after_ten_misses() {
+        // A scale above 1 never fits: the fallback clamps the ratio, centred.
+        let t = rrc((2.0, 3.0), (1.0, 1.0));
+        let b = t.draw(&mut Key::new(0, 0, 0).rng(), 10, 30);
+        assert_eq!(
+            b,
+            CropBox {
+                top: 0,
+                left: 10,
+                height: 10,
+                width: 10
+            }
+        );
+        let b = t.draw(&mut Key::new(0, 0, 0).rng(), 31, 10);
+        assert_eq!((b.top, b.left, b.height, b.width), (10, 0, 10, 10));
+        let whole = rrc((2.0, 3.0), (0.5, 4.0)).draw(&mut Key::new(0, 0, 0).rng(), 10, 30);
+        assert_eq!((whole.height, whole.width), (10, 30));
+    }
+
+    #[test]
+    fn bad_arguments_are_refused() {
+        let e = RandomResizedCrop::new(
+            Size::square(8),
+            (0.5, 0.1),
+            (1.0, 1.0),
+            Interpolation::Bilinear,
+            true,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("scale should be of kind (min, max)"),
+            "{e}"
+        );
+        let e = RandomResizedCrop::new(
+            Size::square(8),
+            (0.1, 0.5),
+            (0.0, 1.0),
+            Interpolation::Bilinear,
+            true,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ratio should be between"), "{e}");
+    }
+
+    #[test]
+    fn random_crop_pads_like_torchvision() {
+        let t = RandomCrop::new(
+            Size {
+                width: 5,
+                height: 4,
+            },
+            [0; 4],
+            true,
+            Fill::default(),
+            PaddingMode::Constant,
+        )
+        .unwrap();
+        // 2 rows short: 2 more on top and 2 at the bottom, so 6 rows to place 4 in.
+        let (padding, b) = t.draw(&mut Key::new(1, 0, 0).rng(), 2, 9).unwrap();
+        assert_eq!(padding, [0, 2, 0, 2]);
+        assert!((0..=2).contains(&b.top) && (0..=4).contains(&b.left));
+        let strict = RandomCrop::new(
+            Size::square(5),
+            [1, 1, 1, 1],
+            false,
+            Fill::default(),
+            PaddingMode::Constant,
+        )
+        .unwrap();
+        let e = strict.draw(&mut Key::new(1, 0, 0).rng(), 2, 9).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "Required crop size (5, 5) is larger than padded input image size (4, 11)"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn random_crop_is_pad_then_crop() {
+        let v: Vec<u8> = (0..4 * 6 * 2).map(|x| x as u8).collect();
+        let im = Image::new(4, 6, 2, Layout::Hwc, Pixels::U8(v)).unwrap();
+        for mode in [
+            PaddingMode::Constant,
+            PaddingMode::Edge,
+            PaddingMode::Reflect,
+            PaddingMode::Symmetric,
+        ] {
+            let t = RandomCrop::new(Size::square(5), [2, 1, 3, 2], false, Fill::Value(9.0), mode)
+                .unwrap();
+            for i in 0..20 {
+                let key = Key::new(4, 1, i);
+                let ([l, top, r, b], bx) = t.draw(&mut key.rng(), 4, 6).unwrap();
+                let padded = crate::Pad::new(
+                    crate::Padding::Each {
+                        left: l,
+                        top,
+                        right: r,
+                        bottom: b,
+                    },
+                    Fill::Value(9.0),
+                    mode,
+                )
+                .unwrap()
+                .pad(im.clone())
+                .unwrap();
+                let expected = crate::Crop::new(bx.top, bx.left, 5, 5)
+                    .unwrap()
+                    .crop(padded)
+                    .unwrap();
+                let got = t.apply_keyed(key, Item::Image(im.clone())).unwrap();
+                assert_eq!(got, Item::Image(expected), "{mode:?} {i}");
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! torchvision's random augmentations. Each draws its parameters from the item's [`Key`] (the
+//! distributions of torchvision's `make_params`, not its random stream) and then applies what
+//! `torchvision.transforms.v2.functional` does to a uint8 tensor with those parameters.
+//!
+//! Without a key (`Transform::apply(index, item)`), a random transform draws from
+//! `Key::new(0, 0, index)`.
+
+mod crop;
+mod erase;
+mod flip;
+
+pub use crop::{RandomCrop, RandomResizedCrop};
+pub use erase::{EraseValue, RandomErasing};
+pub use flip::{RandomApply, RandomHorizontalFlip, RandomVerticalFlip};
+
+use crate::{Error, Key};
+
+/// A coin's probability, checked as torchvision checks `p`.
+pub(crate) fn check_p(owner: &'static str, p: f64) -> Result<f64, Error> {
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(Error::arg(
+            owner,
+            format!("p should be a floating point value in the interval [0.0, 1.0], got {p}"),
+        ))
+    }
+}
+
+/// A `(min, max)` pair of finite numbers, `min <= max`, both within `bounds`.
+pub(crate) fn check_range(
+    owner: &'static str,
+    name: &str,
+    (lo, hi): (f64, f64),
+    bounds: (f64, f64),
+) -> Result<(f64, f64), Error> {
+    if !lo.is_finite() || !hi.is_finite() {
+        return Err(Error::arg(
+            owner,
+            format!("{name} must be finite, got ({lo}, {hi})"),
+        ));
+    }
+    if lo > hi {
+        return Err(Error::arg(
+            owner,
+            format!("{name} should be of kind (min, max), got ({lo}, {hi})"),
+        ));
+    }
+    if lo < bounds.0 || hi > bounds.1 {
+        return Err(Error::arg(
+            owner,
+            format!(
+                "{name} should be between {} and {}, got ({lo}, {hi})",
+                bounds.0, bounds.1
+            ),
+        ));
+    }
+    Ok((lo, hi))
+}
+
+/// The key of a transform applied without one.
+pub(crate) fn unkeyed(index: u64) -> Key {
+    Key::new(0, 0, index)
+}
