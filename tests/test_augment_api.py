@@ -16,6 +16,8 @@ RANDOM = [
     (T.RandomVerticalFlip, ()),
     (T.RandomErasing, ()),
     (T.RandomApply, ([T.RandomHorizontalFlip()],)),
+    (T.ColorJitter, ()),
+    (T.RandomGrayscale, ()),
 ]
 
 
@@ -143,3 +145,44 @@ def test_transforms_that_need_uint8_say_so():
         t(image, seed=0)
     with pytest.raises(ValueError, match=r"RandomHorizontalFlip expects a decoded image \(put Decode first\)"):
         T.RandomHorizontalFlip()(b"\x89PNG", seed=0)
+
+
+def test_color_jitter_arguments_as_torchvision_reads_them():
+    assert repr(T.ColorJitter()) == "ColorJitter(brightness=None, contrast=None, saturation=None, hue=None)"
+    assert (
+        repr(T.ColorJitter(0.4, 1.5, (0.2, 0.3), 0.1))
+        == "ColorJitter(brightness=(0.6, 1.4), contrast=(0.0, 2.5), saturation=(0.2, 0.3), hue=(-0.1, 0.1))"
+    )
+    assert repr(T.ColorJitter(brightness=(1, 1), hue=(0, 0))) == repr(T.ColorJitter())
+    assert repr(T.RandomGrayscale()) == "RandomGrayscale(p=0.1)"
+    p = T.ColorJitter(brightness=0.5).params(height=4, width=4, seed=1)
+    assert set(p) == {"order", "brightness", "contrast", "saturation", "hue"}
+    assert p["contrast"] is None
+    assert p["saturation"] is None
+    assert p["hue"] is None
+    assert 0.5 <= p["brightness"] <= 1.5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"brightness": -0.1}, ValueError, "if brightness is a single number, it must be non negative"),
+        ({"hue": 0.6}, ValueError, r"hue values should be between \(-0.5, 0.5\) and increasing"),
+        ({"contrast": (1.5, 0.5)}, ValueError, "contrast values should be between"),
+        ({"saturation": (0.1, 0.2, 0.3)}, TypeError, "should be a single number or a sequence with length 2"),
+        ({"brightness": "0.4"}, TypeError, "should be a single number"),
+        ({"hue": True}, TypeError, "should be a single number"),
+    ],
+)
+def test_color_jitter_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        T.ColorJitter(**kwargs)
+
+
+def test_colour_transforms_take_grey_and_rgb_only():
+    import numpy as np
+
+    rgba = np.zeros((2, 2, 4), np.uint8)
+    for t in (T.ColorJitter(brightness=0.5), T.RandomGrayscale(p=1.0)):
+        with pytest.raises(ValueError, match=r"expects an image of 1 or 3 channels \(apply ToRgb first\), got 4"):
+            t(rgba, seed=0)

@@ -39,6 +39,8 @@ def pipeline() -> T.Compose:
             T.ToRgb(),
             T.RandomResizedCrop(12),
             T.RandomHorizontalFlip(),
+            T.ColorJitter(0.4, 0.4, 0.4, 0.1),
+            T.RandomGrayscale(p=0.2),
             T.RandomApply([T.RandomCrop(10, padding=2, padding_mode="reflect")], p=0.5),
             T.Resize((12, 12)),
             T.ToFloat(),

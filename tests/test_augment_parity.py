@@ -208,3 +208,93 @@ def test_a_lone_op_draws_as_the_first_step_of_a_compose():
     lone = [flip.params(height=1, width=1, seed=s)["flip"] for s in range(64)]
     second = [np.array_equal(np.asarray(T.Compose([T.ToRgb(), flip])(a, seed=s)), a[:, ::-1]) for s in range(64)]
     assert lone != second
+
+
+# ----- colour: ColorJitter, RandomGrayscale -----
+
+
+def every_colour() -> np.ndarray:
+    """All 2^24 RGB colours, as a 4096 x 4096 image."""
+    v = np.arange(256, dtype=np.uint8)
+    r, g, b = np.meshgrid(v, v, v, indexing="ij")
+    return np.stack([r.ravel(), g.ravel(), b.ravel()], -1).reshape(4096, 4096, 3)
+
+
+@pytest.fixture(scope="module")
+def colours() -> np.ndarray:
+    return every_colour()
+
+
+def jitter(**ranges) -> T.ColorJitter:
+    """A ColorJitter whose factors are fixed: ranges of one value each."""
+    return T.ColorJitter(**{k: (v, v) for k, v in ranges.items()})
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.37, 1.0, 1.9, 4.2])
+def test_brightness_on_every_value(factor):
+    a = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    assert_matches(jitter(brightness=factor)(a, seed=0), hwc(F.adjust_brightness(chw(a), factor)))
+
+
+def test_saturation_on_every_colour(colours):
+    assert_matches(jitter(saturation=0.37)(colours, seed=0), hwc(F.adjust_saturation(chw(colours), 0.37)))
+
+
+@pytest.mark.parametrize("factor", [0.0, 1.0, 1.9])
+def test_saturation(factor):
+    a = image((256, 256, 3), 6)
+    assert_matches(jitter(saturation=factor)(a, seed=0), hwc(F.adjust_saturation(chw(a), factor)))
+
+
+def test_hue_on_every_colour(colours):
+    assert_matches(jitter(hue=-0.37)(colours, seed=0), hwc(F.adjust_hue(chw(colours), -0.37)))
+
+
+@pytest.mark.parametrize("factor", [-0.5, -0.1, 0.0001, 0.25, 0.5])
+def test_hue(factor):
+    a = image((256, 256, 3), 5)
+    assert_matches(jitter(hue=factor)(a, seed=0), hwc(F.adjust_hue(chw(a), factor)))
+
+
+def test_grayscale_on_every_colour(colours):
+    t = T.RandomGrayscale(p=1.0)
+    assert t.params(height=1, width=1, seed=0) == {"gray": True}
+    assert_matches(t(colours, seed=0), hwc(F.rgb_to_grayscale(chw(colours), num_output_channels=3)))
+    grey = image((9, 7, 1), 1)
+    assert_matches(t(grey, seed=0), grey)
+
+
+@pytest.mark.parametrize("shape", [(224, 224, 3), (375, 500, 3), (50, 60, 1), (3, 2, 3)], ids=str)
+@pytest.mark.parametrize("factor", [0.0, 0.4, 1.6])
+def test_contrast(shape, factor):
+    for kind in ("random", "smooth"):
+        a = image(shape, 2, kind)
+        assert_matches(jitter(contrast=factor)(a, seed=0), hwc(F.adjust_contrast(chw(a), factor)))
+
+
+ADJUST = [F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue]
+NAMES = ["brightness", "contrast", "saturation", "hue"]
+
+
+@pytest.mark.parametrize("shape", [(40, 30, 3), (25, 25, 1)], ids=str)
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1}, {"brightness": (0.2, 0.9)}, {"hue": 0.5}],
+    ids=str,
+)
+def test_color_jitter_is_its_steps_in_its_order(shape, kwargs):
+    t = T.ColorJitter(**kwargs)
+    orders = set()
+    for seed in range(30):
+        a = image(shape, seed, "smooth" if seed % 2 else "random")
+        p = t.params(height=shape[0], width=shape[1], seed=seed)
+        assert sorted(p["order"]) == [0, 1, 2, 3]
+        orders.add(tuple(p["order"]))
+        x = chw(a)
+        for i in p["order"]:
+            if p[NAMES[i]] is not None:
+                x = ADJUST[i](x, p[NAMES[i]])
+        assert_matches(t(a, seed=seed), hwc(x))
+        for name in NAMES:
+            assert (p[name] is None) == (name not in kwargs)
+    assert len(orders) > 10

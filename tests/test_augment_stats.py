@@ -188,3 +188,28 @@ def test_random_erasing_matches_torchvision():
         assert same_distribution(column(erased, ours_key), column(found, their_key)), ours_key
     wrong = [p for p in theirs(v2.RandomErasing(p=1.0, scale=(0.02, 0.25)), h, w) if p["v"] is not None]
     assert not same_distribution(column(erased, "height"), column(wrong, "h"))
+
+
+# ----- colour -----
+
+
+def test_color_jitter_matches_torchvision():
+    kwargs = {"brightness": 0.4, "contrast": (0.5, 1.5), "saturation": 0.4, "hue": 0.1}
+    a = ours(T.ColorJitter(**kwargs), 8, 8)
+    b = theirs(v2.ColorJitter(**kwargs), 8, 8)
+    order_a = [tuple(p["order"]) for p in a]
+    order_b = [tuple(p["fn_idx"].tolist()) for p in b]
+    assert len(set(order_a)) == 24
+    assert same_categories(order_a, order_b)
+    for name in ("brightness", "contrast", "saturation", "hue"):
+        assert same_distribution(column(a, name), column(b, f"{name}_factor")), name
+    # Power: a fixed order, or a narrower range, is told apart.
+    assert not same_categories(order_a, [(0, 1, 2, 3)] * 2000 + order_b[2000:])
+    narrow = theirs(v2.ColorJitter(brightness=0.35), 8, 8)
+    assert not same_distribution(column(a, "brightness"), column(narrow, "brightness_factor"))
+
+
+def test_random_grayscale_rate():
+    k = sum(column(ours(T.RandomGrayscale(), 8, 8), "gray"))
+    assert same_rate(k, N, 0.1)
+    assert not same_rate(k, N, 0.12)

@@ -13,6 +13,7 @@ _Path: TypeAlias = str | os.PathLike[str]
 __all__ = [
     "BatchIterator",
     "CenterCrop",
+    "ColorJitter",
     "Compose",
     "Crop",
     "Decode",
@@ -30,6 +31,7 @@ __all__ = [
     "RandomApply",
     "RandomCrop",
     "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "RandomTransform",
@@ -422,3 +424,15 @@ class RandomApply(RandomTransform):
     def __new__(cls, transforms: Iterable[Transform], p: float = 0.5) -> RandomApply: ...
     @property
     def transforms(self) -> list[Transform]: ...
+
+_Jitter: TypeAlias = float | tuple[float, float] | list[float] | None
+
+@final
+class ColorJitter(RandomTransform):
+    def __new__(
+        cls, brightness: _Jitter = 0, contrast: _Jitter = 0, saturation: _Jitter = 0, hue: _Jitter = 0
+    ) -> ColorJitter: ...
+
+@final
+class RandomGrayscale(RandomTransform):
+    def __new__(cls, p: float = 0.1) -> RandomGrayscale: ...

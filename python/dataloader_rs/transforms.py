@@ -16,6 +16,7 @@ not reproducible), and ``t.params(height=h, width=w, seed=s)`` returns what it d
 
 from dataloader_rs._native import (
     CenterCrop,
+    ColorJitter,
     Compose,
     Crop,
     Decode,
@@ -29,6 +30,7 @@ from dataloader_rs._native import (
     RandomApply,
     RandomCrop,
     RandomErasing,
+    RandomGrayscale,
     RandomHorizontalFlip,
     RandomResizedCrop,
     RandomTransform,
@@ -47,6 +49,7 @@ from dataloader_rs._native import (
 
 __all__ = [
     "CenterCrop",
+    "ColorJitter",
     "Compose",
     "Crop",
     "Decode",
@@ -60,6 +63,7 @@ __all__ = [
     "RandomApply",
     "RandomCrop",
     "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "RandomTransform",

@@ -26,6 +26,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RandomVerticalFlip>()?;
     m.add_class::<RandomErasing>()?;
     m.add_class::<RandomApply>()?;
+    m.add_class::<ColorJitter>()?;
+    m.add_class::<RandomGrayscale>()?;
     Ok(())
 }
 
@@ -391,5 +393,99 @@ impl RandomApply {
     #[getter]
     fn transforms<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.items.iter().map(|t| t.clone_ref(py)))
+    }
+}
+
+/// One of `ColorJitter`'s arguments as torchvision's `_check_input` reads it: a number `v` is
+/// `[center - v, center + v]` (the low end at least 0 when `clip`), a pair is taken as is.
+fn jitter_arg(
+    name: &str,
+    obj: Option<&Bound<'_, PyAny>>,
+    center: f64,
+    clip: bool,
+) -> PyResult<Option<(f64, f64)>> {
+    let Some(obj) = obj else {
+        return Ok(None);
+    };
+    match seq_arg(obj) {
+        Some(v) if v.len() == 2 => Ok(Some((
+            float_arg("ColorJitter", name, &v[0])?,
+            float_arg("ColorJitter", name, &v[1])?,
+        ))),
+        None if !obj.is_instance_of::<pyo3::types::PyBool>()
+            && (obj.is_instance_of::<pyo3::types::PyInt>()
+                || obj.is_instance_of::<pyo3::types::PyFloat>()) =>
+        {
+            let v: f64 = obj.extract()?;
+            if v < 0.0 {
+                return Err(PyValueError::new_err(format!(
+                    "ColorJitter: if {name} is a single number, it must be non negative, got {v}"
+                )));
+            }
+            let lo = center - v;
+            Ok(Some((if clip { lo.max(0.0) } else { lo }, center + v)))
+        }
+        _ => Err(PyTypeError::new_err(format!(
+            "ColorJitter: {name}={} should be a single number or a sequence with length 2",
+            shown(obj)
+        ))),
+    }
+}
+
+fn range_repr(r: Option<(f64, f64)>) -> String {
+    r.map_or_else(|| "None".to_owned(), |(a, b)| format!("({a:?}, {b:?})"))
+}
+
+/// `ColorJitter(brightness=0, contrast=0, saturation=0, hue=0)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct ColorJitter;
+
+#[pymethods]
+impl ColorJitter {
+    #[new]
+    #[pyo3(
+        signature = (brightness = None, contrast = None, saturation = None, hue = None),
+        text_signature = "(brightness=0, contrast=0, saturation=0, hue=0)"
+    )]
+    fn new(
+        brightness: Option<&Bound<'_, PyAny>>,
+        contrast: Option<&Bound<'_, PyAny>>,
+        saturation: Option<&Bound<'_, PyAny>>,
+        hue: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        let b = jitter_arg("brightness", brightness, 1.0, true)?;
+        let c = jitter_arg("contrast", contrast, 1.0, true)?;
+        let s = jitter_arg("saturation", saturation, 1.0, true)?;
+        let h = jitter_arg("hue", hue, 0.0, false)?;
+        let t = rt::ColorJitter::new(b, c, s, h).map_err(rt_err)?;
+        // The ranges as kept (an identity range is off: None).
+        let kept =
+            |r: Option<(f64, f64)>, center: f64| r.filter(|&(a, b)| !(a == center && b == center));
+        let repr = format!(
+            "ColorJitter(brightness={}, contrast={}, saturation={}, hue={})",
+            range_repr(kept(b, 1.0)),
+            range_repr(kept(c, 1.0)),
+            range_repr(kept(s, 1.0)),
+            range_repr(kept(h, 0.0))
+        );
+        Ok(random_init(t, repr).add_subclass(ColorJitter))
+    }
+}
+
+/// `RandomGrayscale(p=0.1)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct RandomGrayscale;
+
+#[pymethods]
+impl RandomGrayscale {
+    #[new]
+    #[pyo3(signature = (p = None), text_signature = "(p=0.1)")]
+    fn new(p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+        let p = match p {
+            None => 0.1,
+            Some(p) => p_arg("RandomGrayscale", Some(p))?,
+        };
+        let t = rt::RandomGrayscale::new(p).map_err(rt_err)?;
+        Ok(random_init(t, format!("RandomGrayscale(p={p:?})")).add_subclass(RandomGrayscale))
     }
 }

@@ -72,8 +72,8 @@ mod transform;
 pub mod tv;
 
 pub use augment::{
-    EraseValue, RandomApply, RandomCrop, RandomErasing, RandomHorizontalFlip, RandomResizedCrop,
-    RandomVerticalFlip,
+    ColorJitter, CropBox, EraseValue, Jitter, RandomApply, RandomCrop, RandomErasing,
+    RandomGrayscale, RandomHorizontalFlip, RandomResizedCrop, RandomVerticalFlip, Region,
 };
 pub use collate::{Batch, BatchLayout, Collator};
 pub use color::{ToGray, ToRgb, ToRgba};

@@ -5,12 +5,14 @@
 //! Without a key (`Transform::apply(index, item)`), a random transform draws from
 //! `Key::new(0, 0, index)`.
 
+mod color;
 mod crop;
 mod erase;
 mod flip;
 
-pub use crop::{RandomCrop, RandomResizedCrop};
-pub use erase::{EraseValue, RandomErasing};
+pub use color::{ColorJitter, Jitter, RandomGrayscale};
+pub use crop::{CropBox, RandomCrop, RandomResizedCrop};
+pub use erase::{EraseValue, RandomErasing, Region};
 pub use flip::{RandomApply, RandomHorizontalFlip, RandomVerticalFlip};
 
 use crate::{Error, Key};

@@ -1,0 +1,205 @@
+//! torchvision's colour kernels on uint8 tensors (`F.rgb_to_grayscale`, `F.adjust_brightness`,
+//! `F.adjust_contrast`, `F.adjust_saturation`, `F.adjust_hue`), reproduced operation by
+//! operation in float32: every step torch runs as one float32 operation is one here, and
+//! `t.add_(x, alpha=a)` is a fused multiply-add, as torch's CPU kernels compute it (AVX2 and
+//! its scalar tail alike). float32 to uint8 truncates, as `Tensor.to(torch.uint8)`.
+//!
+//! Images are uint8 HWC with 1 or 3 channels; a 1-channel image is left as it is by
+//! saturation and hue (torchvision: "Match PIL behaviour").
+
+/// `r * 0.2989 + g * 0.587 + b * 0.114` as torchvision's `_rgb_to_grayscale_image` computes it.
+#[inline]
+fn gray(r: u8, g: u8, b: u8) -> f32 {
+    let acc = f32::from(r) * 0.2989f32;
+    let acc = f32::from(g).mul_add(0.587f32, acc);
+    f32::from(b).mul_add(0.114f32, acc)
+}
+
+/// float32 to uint8 after `clamp_(0, 255)`: truncation.
+#[inline]
+fn to_u8(x: f32) -> u8 {
+    x.clamp(0.0, 255.0) as u8
+}
+
+/// `_blend(x, other, ratio)`: `x * ratio + other * (1 - ratio)`, clamped, truncated.
+#[inline]
+fn blend(x: u8, other: f32, ratio: f32, one_minus: f32) -> u8 {
+    to_u8(other.mul_add(one_minus, f32::from(x) * ratio))
+}
+
+fn ratios(factor: f64) -> (f32, f32) {
+    (factor as f32, (1.0 - factor) as f32)
+}
+
+/// `F.rgb_to_grayscale(image, num_output_channels=c)`: 3 channels become the grey value three
+/// times; 1 channel is kept.
+pub fn grayscale(v: &mut [u8], c: usize) {
+    if c == 3 {
+        for px in v.chunks_exact_mut(3) {
+            let l = gray(px[0], px[1], px[2]) as u8;
+            px.fill(l);
+        }
+    }
+}
+
+/// `F.adjust_brightness`.
+pub fn brightness(v: &mut [u8], factor: f64) {
+    let f = factor as f32;
+    for x in v {
+        *x = to_u8(f32::from(*x) * f);
+    }
+}
+
+/// `F.adjust_saturation`: blended with the floored grey of each pixel.
+pub fn saturation(v: &mut [u8], c: usize, factor: f64) {
+    if c != 3 {
+        return;
+    }
+    let (r, m) = ratios(factor);
+    for px in v.chunks_exact_mut(3) {
+        let l = gray(px[0], px[1], px[2]).floor();
+        for x in px {
+            *x = blend(*x, l, r, m);
+        }
+    }
+}
+
+/// `F.adjust_contrast`: blended with the mean of the floored grey image (float32 sum over the
+/// pixels, divided by their number).
+pub fn contrast(v: &mut [u8], c: usize, factor: f64) {
+    let n = v.len() / c;
+    let sum: u64 = if c == 3 {
+        v.chunks_exact(3)
+            .map(|p| gray(p[0], p[1], p[2]) as u64)
+            .sum()
+    } else {
+        v.iter().map(|&x| u64::from(x)).sum()
+    };
+    // The sum of integer-valued floats is exact in float32 up to 2^24, whatever torch's order.
+    let mean = sum as f32 / n as f32;
+    let (r, m) = ratios(factor);
+    for x in v {
+        *x = blend(*x, mean, r, m);
+    }
+}
+
+/// torchvision's `_rgb_to_hsv` of one pixel (values in [0, 1]).
+#[inline]
+fn rgb_to_hsv(r: f32, g: f32, b: f32) -> (f32, f32, f32) {
+    let maxc = r.max(g).max(b);
+    let minc = r.min(g).min(b);
+    let eqc = maxc == minc;
+    let range = maxc - minc;
+    let s = range / if eqc { 1.0 } else { maxc };
+    let divisor = if eqc { 1.0 } else { range };
+    let rc = (maxc - r) / divisor;
+    let gc = (maxc - g) / divisor;
+    let bc = (maxc - b) / divisor;
+    let neq_r = maxc != r;
+    let eq_g = maxc == g;
+    let mask = |m: bool| if m { 1.0f32 } else { 0.0 };
+    let hg = ((rc + 2.0) - bc) * mask(eq_g && neq_r);
+    let hr = (bc - gc) * mask(!neq_r);
+    let hb = ((gc + 4.0) - rc) * mask(neq_r && !eq_g);
+    let h = (hr + hg) + hb;
+    let h = (h * (1.0f64 / 6.0) as f32 + 1.0) % 1.0;
+    (h, s, maxc)
+}
+
+/// torchvision's `_hsv_to_rgb` of one pixel.
+#[inline]
+fn hsv_to_rgb(h: f32, s: f32, v: f32) -> [f32; 3] {
+    let h6 = h * 6.0;
+    let fi = h6.floor();
+    let f = h6 - fi;
+    let sxf = s * f;
+    let one_minus_s = 1.0 - s;
+    let q = ((1.0 - sxf) * v).clamp(0.0, 1.0);
+    let t = ((sxf + one_minus_s) * v).clamp(0.0, 1.0);
+    let p = (one_minus_s * v).clamp(0.0, 1.0);
+    match (fi as i32).rem_euclid(6) {
+        0 => [v, t, p],
+        1 => [q, v, p],
+        2 => [p, v, t],
+        3 => [p, q, v],
+        4 => [t, p, v],
+        _ => [v, p, q],
+    }
+}
+
+/// `F.adjust_hue`: to float (`x * float32(1/255)`), HSV, the hue shifted modulo 1, RGB, back to
+/// uint8 as `to_dtype(scale=True)` (`x * 255.999`, truncated).
+pub fn hue(v: &mut [u8], c: usize, factor: f64) {
+    if c != 3 {
+        return;
+    }
+    let scale = (1.0f64 / 255.0) as f32;
+    let back = (255.0f64 + 1.0 - 1e-3) as f32;
+    let shift = factor as f32;
+    for px in v.chunks_exact_mut(3) {
+        let (h, s, val) = rgb_to_hsv(
+            f32::from(px[0]) * scale,
+            f32::from(px[1]) * scale,
+            f32::from(px[2]) * scale,
+        );
+        // torch's remainder: fmod, then the divisor added to a negative result.
+        let mut h = (h + shift) % 1.0;
+        if h < 0.0 {
+            h += 1.0;
+        }
+        for (x, y) in px.iter_mut().zip(hsv_to_rgb(h, s, val)) {
+            *x = (y * back) as u8;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factor_one_and_zero_hue_change_nothing_grey_is_kept() {
+        let orig: Vec<u8> = (0..=255).flat_map(|x| [x, 255 - x, x / 2]).collect();
+        let mut v = orig.clone();
+        brightness(&mut v, 1.0);
+        assert_eq!(v, orig);
+        let mut v = orig.clone();
+        saturation(&mut v, 3, 1.0);
+        assert_eq!(v, orig);
+        let mut v = orig.clone();
+        contrast(&mut v, 3, 1.0);
+        assert_eq!(v, orig);
+        // Saturation 0 is the floored grey, as grayscale (truncated) is.
+        let mut a = orig.clone();
+        saturation(&mut a, 3, 0.0);
+        let mut b = orig.clone();
+        grayscale(&mut b, 3);
+        assert_eq!(a, b);
+        // Greys have no hue.
+        let greys: Vec<u8> = (0..=255).flat_map(|x| [x, x, x]).collect();
+        let mut v = greys.clone();
+        hue(&mut v, 3, 0.3);
+        assert_eq!(v, greys);
+    }
+
+    #[test]
+    fn hue_turns_the_primaries() {
+        let mut v = vec![255, 0, 0, 0, 255, 0, 0, 0, 255];
+        hue(&mut v, 3, 1.0 / 3.0);
+        assert_eq!(v, [0, 255, 0, 0, 0, 255, 255, 0, 0]);
+        let mut v = vec![255, 0, 0];
+        hue(&mut v, 3, -1.0 / 3.0);
+        assert_eq!(v, [0, 0, 255]);
+    }
+
+    #[test]
+    fn brightness_and_contrast_clamp() {
+        let mut v = vec![0, 100, 200, 255];
+        brightness(&mut v, 2.0);
+        assert_eq!(v, [0, 200, 255, 255]);
+        let mut v = vec![0, 255];
+        contrast(&mut v, 1, 0.0);
+        // The mean 127.5, truncated.
+        assert_eq!(v, [127, 127]);
+    }
+}
