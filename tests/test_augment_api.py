@@ -18,6 +18,7 @@ RANDOM = [
     (T.RandomApply, ([T.RandomHorizontalFlip()],)),
     (T.ColorJitter, ()),
     (T.RandomGrayscale, ()),
+    (T.TrivialAugmentWide, ()),
 ]
 
 
@@ -186,3 +187,26 @@ def test_colour_transforms_take_grey_and_rgb_only():
     for t in (T.ColorJitter(brightness=0.5), T.RandomGrayscale(p=1.0)):
         with pytest.raises(ValueError, match=r"expects an image of 1 or 3 channels \(apply ToRgb first\), got 4"):
             t(rgba, seed=0)
+
+
+def test_trivial_augment_wide_arguments():
+    assert (
+        repr(T.TrivialAugmentWide()) == 'TrivialAugmentWide(num_magnitude_bins=31, interpolation="nearest", fill=None)'
+    )
+    t = T.TrivialAugmentWide(num_magnitude_bins=5, interpolation="bilinear", fill=[1, 2, 3])
+    assert repr(t) == 'TrivialAugmentWide(num_magnitude_bins=5, interpolation="bilinear", fill=[1.0, 2.0, 3.0])'
+    p = t.params(height=8, width=8, seed=0)
+    assert set(p) == {"op", "magnitude"}
+    assert isinstance(p["op"], str)
+    assert isinstance(p["magnitude"], float)
+    with pytest.raises(ValueError, match='interpolation "bicubic" is not one of nearest, bilinear'):
+        T.TrivialAugmentWide(interpolation="bicubic")
+    with pytest.raises(ValueError, match="num_magnitude_bins must be between 2"):
+        T.TrivialAugmentWide(num_magnitude_bins=1)
+    with pytest.raises(TypeError, match="num_magnitude_bins must be an int"):
+        T.TrivialAugmentWide(num_magnitude_bins=3.0)
+    import numpy as np
+
+    # The fill is checked against the image whatever the operation drawn.
+    with pytest.raises(ValueError, match="fill has 3 values for an image of 1 channels"):
+        t(np.zeros((4, 4, 1), np.uint8), seed=0)

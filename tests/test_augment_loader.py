@@ -41,6 +41,7 @@ def pipeline() -> T.Compose:
             T.RandomHorizontalFlip(),
             T.ColorJitter(0.4, 0.4, 0.4, 0.1),
             T.RandomGrayscale(p=0.2),
+            T.TrivialAugmentWide(),
             T.RandomApply([T.RandomCrop(10, padding=2, padding_mode="reflect")], p=0.5),
             T.Resize((12, 12)),
             T.ToFloat(),

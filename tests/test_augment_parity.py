@@ -298,3 +298,60 @@ def test_color_jitter_is_its_steps_in_its_order(shape, kwargs):
         for name in NAMES:
             assert (p[name] is None) == (name not in kwargs)
     assert len(orders) > 10
+
+
+# ----- TrivialAugmentWide: each operation at the drawn magnitude -----
+
+TA = pytest.importorskip("torchvision.transforms.v2").TrivialAugmentWide
+
+
+@pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
+@pytest.mark.parametrize("fill", [None, [10, 200, 30]])
+def test_trivial_augment_ops_are_torchvisions(interpolation, fill):
+    ours = T.TrivialAugmentWide(interpolation=interpolation, fill=fill)
+    theirs = TA(interpolation=interpolation, fill=fill)
+    ops = set()
+    for seed in range(400):
+        rng = np.random.default_rng(seed)
+        h, w = (int(x) for x in rng.integers(3, 48, 2))
+        if seed % 5 == 0:
+            w = h  # square: F.rotate turns by quarters exactly
+        c = 3 if seed % 4 or fill else 1
+        a = image((h, w, c), seed, "random" if seed % 2 else "smooth")
+        p = ours.params(height=h, width=w, seed=seed)
+        ops.add(p["op"])
+        expected = theirs._apply_image_or_video_transform(
+            chw(a), p["op"], p["magnitude"], interpolation=theirs.interpolation, fill=theirs._fill
+        )
+        assert_matches(ours(a, seed=seed), hwc(expected))
+    assert len(ops) == 14
+
+
+def test_trivial_augment_quarter_turns_and_large_images():
+    ours, theirs = T.TrivialAugmentWide(), TA()
+    found = 0
+    for seed in range(3000):
+        p = ours.params(height=1, width=1, seed=seed)
+        quarter = p["op"] == "Rotate" and abs(p["magnitude"]) == 90.0
+        if quarter or (p["op"] in ("ShearX", "Sharpness") and seed % 3 == 0):
+            found += 1
+            for shape in [(64, 64, 3), (120, 90, 3)]:
+                a = image(shape, seed)
+                expected = theirs._apply_image_or_video_transform(
+                    chw(a), p["op"], p["magnitude"], interpolation=theirs.interpolation, fill=theirs._fill
+                )
+                assert_matches(ours(a, seed=seed), hwc(expected))
+    assert found > 20
+
+
+@pytest.mark.parametrize("bins", [31, 10, 2])
+def test_trivial_augment_magnitudes_are_torchvisions_bins(bins):
+    ours, theirs = T.TrivialAugmentWide(num_magnitude_bins=bins), TA(num_magnitude_bins=bins)
+    drawn: dict[str, set[float]] = {}
+    for seed in range(4000):
+        p = ours.params(height=32, width=32, seed=seed)
+        drawn.setdefault(p["op"], set()).add(abs(p["magnitude"]))
+    for op, (fn, _) in theirs._AUGMENTATION_SPACE.items():
+        m = fn(bins, 32, 32)
+        expected = {0.0} if m is None else {abs(float(x)) for x in m}
+        assert drawn[op] == expected, op

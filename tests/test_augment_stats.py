@@ -213,3 +213,38 @@ def test_random_grayscale_rate():
     k = sum(column(ours(T.RandomGrayscale(), 8, 8), "gray"))
     assert same_rate(k, N, 0.1)
     assert not same_rate(k, N, 0.12)
+
+
+# ----- TrivialAugmentWide -----
+
+
+def trivial_draws(t, n: int = N) -> list[tuple[str, float]]:
+    """torchvision's (operation, magnitude) for n calls, recorded where it applies them."""
+    seen = []
+
+    def record(image, transform_id, magnitude, interpolation, fill):
+        seen.append((transform_id, magnitude))
+        return image
+
+    t._apply_image_or_video_transform = record
+    torch.manual_seed(0)
+    img = torch.zeros(3, 8, 8, dtype=torch.uint8)
+    for _ in range(n):
+        t(img)
+    return seen
+
+
+def test_trivial_augment_matches_torchvision():
+    a = [(p["op"], p["magnitude"]) for p in ours(T.TrivialAugmentWide(), 8, 8)]
+    b = trivial_draws(v2.TrivialAugmentWide())
+    assert same_categories([op for op, _ in a], [op for op, _ in b])
+    assert len({op for op, _ in a}) == 14
+    for op in ("Rotate", "ShearX", "Posterize", "Solarize"):
+        ma = [m for o, m in a if o == op]
+        mb = [m for o, m in b if o == op]
+        assert same_categories(ma, mb), op
+    # Power: a sign that is never drawn, or one operation twice as likely, is told apart.
+    rotate_a = [m for o, m in a if o == "Rotate"]
+    assert not same_categories(rotate_a, [abs(m) for o, m in b if o == "Rotate"])
+    doubled = [op for op, _ in b] + [op for op, _ in b if op == "Equalize"]
+    assert not same_categories([op for op, _ in a], doubled)

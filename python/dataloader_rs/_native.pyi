@@ -45,6 +45,7 @@ __all__ = [
     "ToRgb",
     "ToRgba",
     "Transform",
+    "TrivialAugmentWide",
     "VFlip",
     "__version__",
     "cli_main",
@@ -436,3 +437,12 @@ class ColorJitter(RandomTransform):
 @final
 class RandomGrayscale(RandomTransform):
     def __new__(cls, p: float = 0.1) -> RandomGrayscale: ...
+
+@final
+class TrivialAugmentWide(RandomTransform):
+    def __new__(
+        cls,
+        num_magnitude_bins: int = 31,
+        interpolation: Literal["nearest", "bilinear"] | Any = "nearest",
+        fill: _Fill | None = None,
+    ) -> TrivialAugmentWide: ...

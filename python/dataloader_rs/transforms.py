@@ -44,6 +44,7 @@ from dataloader_rs._native import (
     ToRgb,
     ToRgba,
     Transform,
+    TrivialAugmentWide,
     VFlip,
 )
 
@@ -77,5 +78,6 @@ __all__ = [
     "ToRgb",
     "ToRgba",
     "Transform",
+    "TrivialAugmentWide",
     "VFlip",
 ]

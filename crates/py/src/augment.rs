@@ -28,6 +28,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RandomApply>()?;
     m.add_class::<ColorJitter>()?;
     m.add_class::<RandomGrayscale>()?;
+    m.add_class::<TrivialAugmentWide>()?;
     Ok(())
 }
 
@@ -487,5 +488,57 @@ impl RandomGrayscale {
         };
         let t = rt::RandomGrayscale::new(p).map_err(rt_err)?;
         Ok(random_init(t, format!("RandomGrayscale(p={p:?})")).add_subclass(RandomGrayscale))
+    }
+}
+
+/// `TrivialAugmentWide(num_magnitude_bins=31, interpolation="nearest", fill=None)`.
+#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+pub struct TrivialAugmentWide;
+
+#[pymethods]
+impl TrivialAugmentWide {
+    #[new]
+    #[pyo3(
+        signature = (num_magnitude_bins = None, interpolation = None, fill = None),
+        text_signature = "(num_magnitude_bins=31, interpolation=\"nearest\", fill=None)"
+    )]
+    fn new(
+        num_magnitude_bins: Option<&Bound<'_, PyAny>>,
+        interpolation: Option<&Bound<'_, PyAny>>,
+        fill: Option<&Bound<'_, PyAny>>,
+    ) -> Init<Self> {
+        const NAME: &str = "TrivialAugmentWide";
+        let bins = num_magnitude_bins.map_or(Ok(31), |b| {
+            crate::transforms::int_arg(NAME, "num_magnitude_bins", b, 2, Some(1 << 20))
+        })? as usize;
+        let interp_name = interpolation.map_or(Ok("nearest".to_owned()), |i| {
+            str_arg(NAME, "interpolation", i)
+        })?;
+        let sampling = match interp_name.as_str() {
+            "nearest" => rt::tv::affine::Sampling::Nearest,
+            "bilinear" => rt::tv::affine::Sampling::Bilinear,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "{NAME}: interpolation {other:?} is not one of nearest, bilinear (the modes of F.affine on tensors)"
+                )));
+            }
+        };
+        let (fill, fill_repr) = match fill {
+            None => (None, "None".to_owned()),
+            Some(f) => {
+                let parsed = fill_arg(NAME, f)?;
+                let repr = fill_repr(&parsed);
+                let values = match parsed {
+                    rt::Fill::Value(v) => vec![v as f32],
+                    rt::Fill::PerChannel(v) => v.iter().map(|&x| x as f32).collect(),
+                };
+                (Some(values), repr)
+            }
+        };
+        let t = rt::TrivialAugmentWide::new(bins, sampling, fill).map_err(rt_err)?;
+        let repr = format!(
+            "TrivialAugmentWide(num_magnitude_bins={bins}, interpolation={interp_name:?}, fill={fill_repr})"
+        );
+        Ok(random_init(t, repr).add_subclass(TrivialAugmentWide))
     }
 }

@@ -72,8 +72,9 @@ mod transform;
 pub mod tv;
 
 pub use augment::{
-    ColorJitter, CropBox, EraseValue, Jitter, RandomApply, RandomCrop, RandomErasing,
+    ColorJitter, CropBox, EraseValue, Jitter, Op, RandomApply, RandomCrop, RandomErasing,
     RandomGrayscale, RandomHorizontalFlip, RandomResizedCrop, RandomVerticalFlip, Region,
+    TrivialAugmentWide,
 };
 pub use collate::{Batch, BatchLayout, Collator};
 pub use color::{ToGray, ToRgb, ToRgba};

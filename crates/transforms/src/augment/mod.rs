@@ -9,11 +9,13 @@ mod color;
 mod crop;
 mod erase;
 mod flip;
+mod trivial;
 
 pub use color::{ColorJitter, Jitter, RandomGrayscale};
 pub use crop::{CropBox, RandomCrop, RandomResizedCrop};
 pub use erase::{EraseValue, RandomErasing, Region};
 pub use flip::{RandomApply, RandomHorizontalFlip, RandomVerticalFlip};
+pub use trivial::{Op, TrivialAugmentWide};
 
 use crate::{Error, Key};
 
