@@ -4,6 +4,12 @@
 //! bytes into a uint8 HWC [`Image`]; the others transform images; [`Compose`] chains them and
 //! fuses the per-value steps; [`Collator`] stacks images into one reusable [`Batch`] buffer.
 //!
+//! The random transforms ([`RandomResizedCrop`], [`RandomCrop`], the flips, [`ColorJitter`],
+//! [`RandomGrayscale`], [`RandomErasing`], [`RandomApply`], [`TrivialAugmentWide`]) draw from the
+//! [`Key`] a loader passes to [`Transform::apply_keyed`] (the seed, the epoch, the item's index
+//! and the step's position) and apply the kernels of [`tv`], torchvision's values on uint8
+//! tensors.
+//!
 //! Getting started: a pipeline built step by step, with a transform of one's own (which takes
 //! the image out of its [`Item`] with [`Item::into_image`]), applied to generated images and
 //! collated into one NCHW float batch. Encoded bytes (`Item::Bytes`) would need [`Decode`] as

@@ -103,9 +103,9 @@ fn linspace(start: f32, end: f32, steps: usize, i: usize) -> f32 {
     }
     let step = (end - start) / (steps - 1) as f32;
     if i < steps / 2 {
-        step.mul_add(i as f32, start)
+        crate::tv::fma(step, i as f32, start)
     } else {
-        (-step).mul_add((steps - i - 1) as f32, end)
+        crate::tv::fma(-step, (steps - i - 1) as f32, end)
     }
 }
 

@@ -9,6 +9,8 @@
 //! follows. Nearest neighbour rounds `(g + 1) × size/2 − 0.5` half to even; bilinear sums the
 //! four corners with fused multiply-adds, in torch's order.
 
+use super::{fma, with_fma};
+
 /// How `F.affine` samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sampling {
@@ -50,10 +52,10 @@ pub fn inverse_matrix(
 }
 
 /// One grid coordinate: `x × r0 + y × r1 + r2` as torch's `bmm` computes it.
-#[inline]
+#[inline(always)]
 fn grid_coord(x: f32, y: f32, r: [f32; 3], fused: bool) -> f32 {
     if fused {
-        y.mul_add(r[1], x * r[0]) + r[2]
+        fma(y, r[1], x * r[0]) + r[2]
     } else {
         (x * r[0] + y * r[1]) + r[2]
     }
@@ -61,9 +63,9 @@ fn grid_coord(x: f32, y: f32, r: [f32; 3], fused: bool) -> f32 {
 
 /// The source position of a grid coordinate (`align_corners=False`): `(g + 1) × size/2 − 0.5`,
 /// the multiply and the subtraction fused as torch's compiled kernel does.
-#[inline]
+#[inline(always)]
 fn unnormalize(g: f32, size: usize) -> f32 {
-    (g + 1.0).mul_add(size as f32 / 2.0, -0.5)
+    fma(g + 1.0, size as f32 / 2.0, -0.5)
 }
 
 /// `F.affine` of a uint8 HWC image by the inverse `matrix`, output the input's size; pixels
@@ -86,6 +88,19 @@ pub fn affine_u8(
         Some(f) => f.to_vec(),
     };
     let has_fill = fill.iter().any(|&f| f != 0.0);
+    with_fma(|| sample(src, (h, w, c), (rx, ry, fused), sampling, &fill, has_fill))
+}
+
+/// The sampling loop of [`affine_u8`].
+#[inline(always)]
+fn sample(
+    src: &[u8],
+    (h, w, c): (usize, usize, usize),
+    (rx, ry, fused): ([f32; 3], [f32; 3], bool),
+    sampling: Sampling,
+    fill: &[f32],
+    has_fill: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(h * w * c);
     let mut px = vec![0f32; c];
     for oy in 0..h {
@@ -106,14 +121,7 @@ pub fn affine_u8(
                     }
                 }
                 Sampling::Bilinear => {
-                    bilinear(
-                        src,
-                        (h, w, c),
-                        sx,
-                        sy,
-                        &mut px,
-                        has_fill.then_some(&fill[..]),
-                    );
+                    bilinear(src, (h, w, c), sx, sy, &mut px, has_fill.then_some(fill));
                     out.extend(px.iter().map(|&v| torch_u8(v.round_ties_even())));
                 }
             }
@@ -130,6 +138,7 @@ fn torch_u8(v: f32) -> u8 {
 
 /// torch's bilinear `grid_sample` at `(x, y)` (zeros outside), then torchvision's fill blend
 /// with the sampled mask when a fill is given.
+#[inline(always)]
 fn bilinear(
     src: &[u8],
     (h, w, c): (usize, usize, usize),
@@ -157,7 +166,7 @@ fn bilinear(
             acc = if k == 0 {
                 v * weights[0]
             } else {
-                v.mul_add(weights[k], acc)
+                fma(v, weights[k], acc)
             };
         }
         *o = acc;
@@ -168,7 +177,7 @@ fn bilinear(
             mask = if k == 0 {
                 v * weights[0]
             } else {
-                v.mul_add(weights[k], mask)
+                fma(v, weights[k], mask)
             };
         }
         for (o, &f) in out.iter_mut().zip(fill) {

@@ -7,12 +7,14 @@
 //! Images are uint8 HWC with 1 or 3 channels; a 1-channel image is left as it is by
 //! saturation and hue (torchvision: "Match PIL behaviour").
 
+use super::{fma, with_fma};
+
 /// `r * 0.2989 + g * 0.587 + b * 0.114` as torchvision's `_rgb_to_grayscale_image` computes it.
-#[inline]
+#[inline(always)]
 fn gray(r: u8, g: u8, b: u8) -> f32 {
     let acc = f32::from(r) * 0.2989f32;
-    let acc = f32::from(g).mul_add(0.587f32, acc);
-    f32::from(b).mul_add(0.114f32, acc)
+    let acc = fma(f32::from(g), 0.587, acc);
+    fma(f32::from(b), 0.114, acc)
 }
 
 /// float32 to uint8 after `clamp_(0, 255)`: truncation.
@@ -22,9 +24,9 @@ fn to_u8(x: f32) -> u8 {
 }
 
 /// `_blend(x, other, ratio)`: `x * ratio + other * (1 - ratio)`, clamped, truncated.
-#[inline]
+#[inline(always)]
 fn blend(x: u8, other: f32, ratio: f32, one_minus: f32) -> u8 {
-    to_u8(other.mul_add(one_minus, f32::from(x) * ratio))
+    to_u8(fma(other, one_minus, f32::from(x) * ratio))
 }
 
 fn ratios(factor: f64) -> (f32, f32) {
@@ -35,10 +37,12 @@ fn ratios(factor: f64) -> (f32, f32) {
 /// times; 1 channel is kept.
 pub fn grayscale(v: &mut [u8], c: usize) {
     if c == 3 {
-        for px in v.chunks_exact_mut(3) {
-            let l = gray(px[0], px[1], px[2]) as u8;
-            px.fill(l);
-        }
+        with_fma(|| {
+            for px in v.chunks_exact_mut(3) {
+                let l = gray(px[0], px[1], px[2]) as u8;
+                px.fill(l);
+            }
+        });
     }
 }
 
@@ -56,31 +60,35 @@ pub fn saturation(v: &mut [u8], c: usize, factor: f64) {
         return;
     }
     let (r, m) = ratios(factor);
-    for px in v.chunks_exact_mut(3) {
-        let l = gray(px[0], px[1], px[2]).floor();
-        for x in px {
-            *x = blend(*x, l, r, m);
+    with_fma(|| {
+        for px in v.chunks_exact_mut(3) {
+            let l = gray(px[0], px[1], px[2]).floor();
+            for x in px {
+                *x = blend(*x, l, r, m);
+            }
         }
-    }
+    });
 }
 
 /// `F.adjust_contrast`: blended with the mean of the floored grey image (float32 sum over the
 /// pixels, divided by their number).
 pub fn contrast(v: &mut [u8], c: usize, factor: f64) {
     let n = v.len() / c;
-    let sum: u64 = if c == 3 {
-        v.chunks_exact(3)
-            .map(|p| gray(p[0], p[1], p[2]) as u64)
-            .sum()
-    } else {
-        v.iter().map(|&x| u64::from(x)).sum()
-    };
-    // The sum of integer-valued floats is exact in float32 up to 2^24, whatever torch's order.
-    let mean = sum as f32 / n as f32;
-    let (r, m) = ratios(factor);
-    for x in v {
-        *x = blend(*x, mean, r, m);
-    }
+    with_fma(|| {
+        let sum: u64 = if c == 3 {
+            v.chunks_exact(3)
+                .map(|p| gray(p[0], p[1], p[2]) as u64)
+                .sum()
+        } else {
+            v.iter().map(|&x| u64::from(x)).sum()
+        };
+        // The sum of integer-valued floats is exact in float32 up to 2^24, whatever torch's order.
+        let mean = sum as f32 / n as f32;
+        let (r, m) = ratios(factor);
+        for x in v.iter_mut() {
+            *x = blend(*x, mean, r, m);
+        }
+    });
 }
 
 /// torchvision's `_rgb_to_hsv` of one pixel (values in [0, 1]).

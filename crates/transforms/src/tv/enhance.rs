@@ -10,8 +10,12 @@ pub fn sharpness(v: &mut [u8], (h, w, c): (usize, usize, usize), factor: f64) {
     if h <= 2 || w <= 2 {
         return;
     }
+    super::with_fma(|| sharpen(v, (h, w, c), (1.0 - factor) as f32));
+}
+
+#[inline(always)]
+fn sharpen(v: &mut [u8], (h, w, c): (usize, usize, usize), alpha: f32) {
     let src = v.to_vec();
-    let alpha = (1.0 - factor) as f32;
     let at = |y: usize, x: usize, ch: usize| u32::from(src[(y * w + x) * c + ch]);
     for y in 1..h - 1 {
         for x in 1..w - 1 {
@@ -33,7 +37,7 @@ pub fn sharpness(v: &mut [u8], (h, w, c): (usize, usize, usize), factor: f64) {
                 // round((ring + 5 centre) / 13): never a tie (13 is odd).
                 let blur = ((2 * (ring + 5 * centre) + 13) / 26) as f32;
                 let view = centre as f32;
-                let out = (blur - view).mul_add(alpha, view);
+                let out = super::fma(blur - view, alpha, view);
                 v[(y * w + x) * c + ch] = out.clamp(0.0, 255.0) as u8;
             }
         }

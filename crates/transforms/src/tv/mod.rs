@@ -7,3 +7,31 @@ pub mod enhance;
 mod resize;
 
 pub use resize::{Interpolation, resize_u8};
+
+/// `a × b + c` rounded once to float32: the fused multiply-add of torch's CPU kernels. One
+/// instruction inside [`with_fma`] on a CPU with FMA; elsewhere libm's exact `fmaf`.
+#[inline(always)]
+#[must_use]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    a.mul_add(b, c)
+}
+
+/// Runs `f` compiled for AVX2 and FMA when the CPU has them, so that [`fma`] in its loops is
+/// one instruction and the loops vectorize (the build itself targets any x86-64); else `f` as
+/// built. The values are the same either way.
+#[inline(always)]
+pub fn with_fma<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn fast<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: `fast` only enables instructions the CPU was just found to have.
+            return unsafe { fast(f) };
+        }
+    }
+    f()
+}
