@@ -676,6 +676,8 @@ class PyDataloader(Generic[B]):
             "drop_last": self.drop_last,
             "rank": self.rank,
             "world_size": self.world_size,
+            # What item_seed() and the random transforms draw from: a resumed run draws the same.
+            "base_seed": self._base_seed,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -691,7 +693,13 @@ class PyDataloader(Generic[B]):
                 raise ValueError(
                     f"the state was taken with {key}={state.get(key)!r}, this loader has {getattr(self, key)!r}"
                 )
+        base_seed = state.get("base_seed")  # absent from the states of earlier versions
+        if base_seed is not None:
+            base_seed = _int_arg("base_seed", base_seed, 0, _U64 - 1)
         self._native.resume(_int_arg("epoch", state["epoch"], 0), _int_arg("position", state["position"], 0))
+        if base_seed is not None:
+            self._base_seed = base_seed
+            self._native.set_base_seed(base_seed)
         self._last_iter = None
 
     def stats(self) -> dict[str, Any]:

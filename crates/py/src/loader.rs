@@ -250,6 +250,12 @@ impl Loader {
         self.inner.source().pipeline().info.set(info, base_seed)
     }
 
+    /// Replaces the base of the per-item seeds (`load_state_dict`: a resumed run draws what the
+    /// run that took the state drew).
+    fn set_base_seed(&self, base_seed: u64) {
+        self.inner.source().pipeline().info.set_base_seed(base_seed);
+    }
+
     /// Every later epoch is whole, not a rank's share.
     fn clear_shard(&self) {
         self.run.clear_shard();

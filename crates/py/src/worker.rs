@@ -13,6 +13,7 @@
 use std::cell::Cell;
 use std::ptr;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::PyTraverseError;
 use pyo3::exceptions::PyRuntimeError;
@@ -23,15 +24,29 @@ use pyo3::prelude::*;
 /// (dataset, num_workers) and the base seed of its per-item seeds.
 #[derive(Default)]
 pub struct ItemInfo {
-    set: OnceLock<(Py<PyAny>, u64)>,
+    set: OnceLock<Py<PyAny>>,
+    /// Changes only between epochs (a resumed run takes its first run's), so a relaxed read
+    /// inside an epoch sees one value.
+    base_seed: AtomicU64,
 }
 
 impl ItemInfo {
-    /// Sets the loader's info object and base seed (once, right after construction).
+    /// Sets the loader's info object (once, right after construction) and base seed.
     pub fn set(&self, info: Py<PyAny>, base_seed: u64) -> PyResult<()> {
         self.set
-            .set((info, base_seed))
-            .map_err(|_| PyRuntimeError::new_err("the worker info of a loader is set once"))
+            .set(info)
+            .map_err(|_| PyRuntimeError::new_err("the worker info of a loader is set once"))?;
+        self.set_base_seed(base_seed);
+        Ok(())
+    }
+
+    /// Replaces the base seed: a run resumed from a state draws what the run that took it drew.
+    pub fn set_base_seed(&self, base_seed: u64) {
+        self.base_seed.store(base_seed, Ordering::Relaxed);
+    }
+
+    fn base_seed(&self) -> u64 {
+        self.base_seed.load(Ordering::Relaxed)
     }
 }
 
@@ -40,14 +55,14 @@ impl ItemInfo {
     /// base seed, the epoch the thread is loading (set by [`scope`]) and the index.
     #[must_use]
     pub fn key(&self, index: u64) -> dlrs_transforms::Key {
-        let seed = self.set.get().map_or(0, |(_, base)| *base);
+        let seed = self.base_seed();
         dlrs_transforms::Key::new(seed, current_at().1, index)
     }
 
     /// Visits the info object (it holds the dataset) for the garbage collector.
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self.set.get() {
-            Some((info, _)) => visit.call(info),
+            Some(info) => visit.call(info),
             None => Ok(()),
         }
     }
@@ -184,14 +199,15 @@ pub fn worker_state(py: Python<'_>) -> Option<(Py<PyAny>, Option<usize>, u64, u6
     // `ItemInfo`, held by the pipeline that runs the user code calling this), and `Restore`
     // clears it when the scope ends, so while it is non-null here it points to a live value.
     let info = unsafe { &*now.info };
-    let (obj, base) = info.set.get()?;
+    let obj = info.set.get()?;
+    let base = info.base_seed();
     let worker = now.worker.map_or(0, |w| w as u64);
     Some((
         obj.clone_ref(py),
         now.worker,
         now.epoch,
-        worker_seed(*base, now.epoch, worker),
-        index.map(|i| item_seed(*base, now.epoch, i)),
+        worker_seed(base, now.epoch, worker),
+        index.map(|i| item_seed(base, now.epoch, i)),
     ))
 }
 
