@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
+import platform
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from pathlib import Path
@@ -14,6 +18,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import dataloader_rs
 from dataloader_rs import HttpDataset, PyDataloader, _native
 
 from conftest import kill_at_end
@@ -96,9 +101,31 @@ def test_argument_errors_exit_with_2(tmp_path: Path) -> None:
     )
 
 
+def interpreter(gil_forced_on: bool) -> str:
+    """How ``dlrs --version`` names this interpreter (with ``PYTHON_GIL=1`` when ``gil_forced_on``)."""
+    name = f"{platform.python_implementation()} {platform.python_version()}"
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return name
+    return name + (", free-threaded build, GIL enabled" if gil_forced_on else ", free-threaded")
+
+
+@pytest.mark.parametrize("gil", [None, "1"])
+def test_version_is_the_packages_and_names_the_interpreter(gil: str | None) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON_GIL"}
+    if gil is not None:
+        env["PYTHON_GIL"] = gil
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "dataloader_rs._cli"]
+    result = subprocess.run([*command, "--version"], capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert (result.returncode, result.stderr) == (0, "")
+    package = importlib.metadata.version("dataloader-rs")
+    assert package == dataloader_rs.__version__
+    assert result.stdout == f"dlrs {package} ({interpreter(gil is not None)})\n"
+
+
 def test_cli_main_returns_the_status(capfd: pytest.CaptureFixture[str]) -> None:
     assert _native.cli_main(["dlrs", "--version"]) == 0
-    assert capfd.readouterr().out == "dlrs 0.3.0\n"
+    gil_on = bool(sysconfig.get_config_var("Py_GIL_DISABLED")) and getattr(sys, "_is_gil_enabled", bool)()
+    assert capfd.readouterr().out == f"dlrs {dataloader_rs.__version__} ({interpreter(gil_on)})\n"
     assert _native.cli_main(["dlrs", "bench", "--workers", "x"]) == 2
     assert "invalid value 'x' for '--workers <WORKERS>'" in capfd.readouterr().err
     assert _native.cli_main(["dlrs", "prefetch", "--help"]) == 0

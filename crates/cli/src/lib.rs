@@ -29,7 +29,7 @@ pub mod values;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 pub use args::{Cli, Command};
 
@@ -56,16 +56,30 @@ pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(UsageError(message.into()))
 }
 
+/// What `dlrs --version` names as the command's runtime when no Python runs it (the binary).
+pub const WITHOUT_PYTHON: &str = "Rust binary, without Python";
+
+/// The line `dlrs --version` prints after `dlrs `: this crate's version (the workspace's, which
+/// is also the Python package's) and what runs the command, e.g. `0.3.0 (CPython 3.14.7,
+/// free-threaded)`.
+pub fn version(runtime: &str) -> String {
+    format!("{} ({runtime})", env!("CARGO_PKG_VERSION"))
+}
+
 /// Runs the `dlrs` command with `args` (the first one is the program name) and returns its exit
 /// code. Messages go to stdout (results) and stderr (progress, errors).
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    ExitCode::from(run_status(args))
+    ExitCode::from(run_status(args, WITHOUT_PYTHON))
 }
 
 /// [`run`], returning the exit status as a number (for callers that hand it on, such as the
-/// Python console script).
-pub fn run_status(args: impl IntoIterator<Item = OsString>) -> u8 {
-    let cli = match Cli::try_parse_from(args) {
+/// Python console script), with `runtime` naming what runs the command in `--version`.
+pub fn run_status(args: impl IntoIterator<Item = OsString>, runtime: &str) -> u8 {
+    let parsed = Cli::command()
+        .version(version(runtime))
+        .try_get_matches_from(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with code 0; errors to stderr with code 2.

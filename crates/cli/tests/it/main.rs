@@ -131,6 +131,25 @@ fn help_and_version_exit_with_0() {
     assert_eq!(run(&["--version"]), ExitCode::SUCCESS);
 }
 
+/// The binary's `--version`: the Python package's version (pyproject.toml), and no interpreter.
+#[test]
+fn version_is_the_packages_and_names_no_python() {
+    let pyproject = include_str!("../../../../pyproject.toml");
+    let package = pyproject
+        .lines()
+        .find_map(|l| l.strip_prefix("version = \"")?.strip_suffix('"'))
+        .expect("pyproject.toml has a version");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("dlrs {package} (Rust binary, without Python)\n")
+    );
+}
+
 #[test]
 fn prefetch_exit_codes_and_resume() {
     let server = LoopbackServer::start(Duration::from_millis(1)).unwrap();
