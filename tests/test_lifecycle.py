@@ -186,7 +186,7 @@ def test_an_iterator_from_before_fork_raises_in_the_child(kwargs):
 
 
 @pytest.mark.skipif(
-    bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    sys.version_info[:2] == (3, 13) and bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
     reason="on 3.13t, forking while loader workers run Python hangs the child at exit in 3 of "
     "12 runs on a loaded machine: it inherits CPython's stop-the-world lock or an object's lock "
     "held (gdb: stop_the_world, _PyCriticalSection_BeginSlow); plain Python threads doing the "

@@ -3,13 +3,14 @@
 //! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, the Rust examples,
 //!   the model checks, ruff
 //!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
-//!   extension), pytest; then the same pytest suite on free-threaded CPython 3.13t.
+//!   extension), pytest; then the same pytest suite on free-threaded CPython 3.13t and 3.14t.
 //! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
 //! - `rust-examples`: the Rust programs of `examples/rust` (a package outside the workspace):
 //!   clippy, their tests, every example run.
-//! - `test`: cargo tests, then the Python package and pytest (no lints, no 3.13t).
+//! - `test`: cargo tests, then the Python package and pytest (no lints, no free-threaded runs).
 //! - `py-test [pytest args]`: build the extension into `.venv` and run pytest.
-//! - `python-ft [pytest args]`: build 3.13t if absent, then the suite on it (scripts/python-ft.sh).
+//! - `python-ft [3.13t | 3.14t | 3.14] [pytest args]`: build that CPython if absent, then the suite
+//!   on it (scripts/python-ft.sh); without a version, on each free-threaded one.
 //! - `demo`: install the package from the checkout and run the quick start on generated data.
 //! - `bench [--save] [names]`: the benchmarks (Python harnesses against torch, criterion); with
 //!   `--save`, their JSON in `benches/results/` and the figures of BENCH.md drawn from it.
@@ -82,7 +83,8 @@ fn venv() -> Result<PathBuf> {
 }
 
 /// Builds the extension into the venv of `python`: a debug build for the tests (it reuses what
-/// `cargo test` compiled), a release build for benchmarks and demos.
+/// `cargo test` compiled), a release build for benchmarks and demos. The profile is always named:
+/// without one, maturin would take pyproject.toml's (`wheel`, minutes of LTO).
 fn develop(python: &Path, release: bool) -> Result<()> {
     let venv = python
         .parent()
@@ -90,7 +92,7 @@ fn develop(python: &Path, release: bool) -> Result<()> {
         .context("venv layout")?;
     run(Command::new(venv.join("bin/maturin"))
         .args(["develop", "--quiet"])
-        .args(if release { &["--release"][..] } else { &[][..] })
+        .args(["--profile", if release { "release" } else { "dev" }])
         .env("VIRTUAL_ENV", venv)
         .env_remove("CONDA_PREFIX"))
 }
@@ -212,14 +214,41 @@ fn ruff(python: &Path) -> Result<()> {
     run(&mut Command::new(venv.join("mypy")))
 }
 
-fn python_ft(extra: &[String]) -> Result<()> {
-    // The S3 and GCS emulators have no cp313t wheels: they run from the GIL venv.
-    let services = venv()?;
+/// The free-threaded CPythons the suite runs on besides the GIL build: 3.14t is the spec's
+/// target, and 3.13t stays while PyO3 0.28 supports it.
+const FREE_THREADED: [&str; 2] = ["3.13t", "3.14t"];
+
+/// The CPythons scripts/python-ft.sh builds: the venv it makes on each, and the file of each one's
+/// scaling results in `benches/results/`.
+const BUILT_PYTHONS: [(&str, &str, &str); 3] = [
+    ("3.13t", ".venv-ft", "scaling-ft.json"),
+    ("3.14t", ".venv-ft314", "scaling-ft314.json"),
+    ("3.14", ".venv-314", "scaling-314.json"),
+];
+
+/// The pytest suite on CPython `version` (built by scripts/python-ft.sh if absent), with its
+/// venv. The S3 and GCS emulators have no free-threaded wheels: they run from the GIL venv
+/// `services`.
+fn python_ft(services: &Path, version: &str, extra: &[String]) -> Result<()> {
     run(Command::new("bash")
         .arg("scripts/python-ft.sh")
         .arg("test")
         .args(extra)
+        .env("DLRS_PYFT_VERSION", version)
         .env("DLRS_SERVICES_PYTHON", services))
+}
+
+/// `cargo xtask python-ft [VERSION] [pytest args]`: one built CPython, or each free-threaded one.
+fn python_ft_command(rest: &[String]) -> Result<()> {
+    let services = venv()?;
+    match rest.split_first() {
+        Some((v, extra)) if BUILT_PYTHONS.iter().any(|(b, ..)| b == v) => {
+            python_ft(&services, v, extra)
+        }
+        _ => FREE_THREADED
+            .iter()
+            .try_for_each(|v| python_ft(&services, v, rest)),
+    }
 }
 
 /// Runs every decoder's cargo-fuzz target for a bounded time (default 60 s each); not in CI.
@@ -262,7 +291,8 @@ fn plot(python: &Path) -> Result<()> {
 /// The benchmarks, each side by side with its baseline: `cargo xtask bench [--save] [name ...]`
 /// with names from `overhead http images scaling memory criterion` (all by default). With
 /// `--save`, each Python harness prints JSON into `benches/results/<name>.json` (scaling also
-/// into `scaling-ft.json` on free-threaded 3.13t when `.venv-ft` exists), and the figures are
+/// into `scaling-ft.json` on free-threaded 3.13t, `scaling-ft314.json` on 3.14t and
+/// `scaling-314.json` on 3.14 when their venvs exist), and the figures are
 /// drawn from the results. `cargo xtask bench plot` only draws them.
 fn bench(args: &[String]) -> Result<()> {
     const ALL: [&str; 6] = [
@@ -310,11 +340,18 @@ fn bench(args: &[String]) -> Result<()> {
         }
         let json = results.join(format!("{name}.json"));
         run_to_file(Command::new(&python).args([script, "--json"]), &json)?;
-        let ft = root().join(".venv-ft/bin/python");
-        if name == "scaling" && ft.exists() {
-            develop(&ft, true)?;
-            let json = results.join("scaling-ft.json");
-            run_to_file(Command::new(&ft).args([script, "--json"]), &json)?;
+        if name != "scaling" {
+            continue;
+        }
+        for (_, dir, file) in BUILT_PYTHONS {
+            let other = root().join(dir).join("bin/python");
+            if other.exists() {
+                develop(&other, true)?;
+                run_to_file(
+                    Command::new(&other).args([script, "--json"]),
+                    &results.join(file),
+                )?;
+            }
         }
     }
     if save {
@@ -339,7 +376,9 @@ fn main() -> Result<()> {
             develop(&python, false)?;
             stubtest(&python)?;
             pytest(&python, rest)?;
-            python_ft(rest)
+            FREE_THREADED
+                .iter()
+                .try_for_each(|v| python_ft(&python, v, rest))
         }
         "test" => {
             cargo(&["test", "--workspace", "--quiet"])?;
@@ -348,7 +387,7 @@ fn main() -> Result<()> {
         "model" => model(),
         "rust-examples" => rust_examples(),
         "py-test" => py_test(rest),
-        "python-ft" => python_ft(rest),
+        "python-ft" => python_ft_command(rest),
         "lint" => lint(),
         "fuzz" => fuzz(rest),
         "demo" => {
