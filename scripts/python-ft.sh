@@ -52,7 +52,7 @@ case "$VERSION" in
     BUILD_DEPS+=(libzstd-dev)
     REQUIRED_MODULES+=" _zstd"
     # All of these ship cp314 and cp314t wheels.
-    PINS=("numpy==2.4.*" "pillow" "pytest" "pytest-timeout" "hypothesis" "maturin>=1.9,<2")
+    PINS=("numpy==2.4.*" "pillow==13.0.*" "pytest" "pytest-timeout" "hypothesis" "maturin>=1.9,<2")
     ;;
   *)
     printf 'python-ft: error: DLRS_PYFT_VERSION=%s: choose 3.13t, 3.14t or 3.14\n' "$VERSION" >&2
