@@ -9,7 +9,8 @@ Two workloads, with the same dataset code under dataloader-rs and (where install
     python benches/scaling.py python --json
     python benches/scaling.py arrays --allocator tuned   # only with the spec's GLIBC_TUNABLES
 
-Run it with CPython 3.11 (GIL) and 3.13t (free-threaded, `scripts/python-ft.sh venv`) to compare.
+Run it with CPython 3.11 (GIL) and 3.13t or 3.14t (free-threaded: `DLRS_PYFT_VERSION=3.14t
+scripts/python-ft.sh venv`) to compare.
 """
 
 from __future__ import annotations
