@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from images import make_tiles, rust_compose  # noqa: E402
+from images import make_tiles, rust_compose
 
-from dataloader_rs import PyDataloader, PyDataset  # noqa: E402
+from dataloader_rs import PyDataloader, PyDataset
 
 
 class Ints(PyDataset[int]):
