@@ -67,12 +67,17 @@ impl Progress {
 
 /// A rate with three significant digits and a k/M suffix.
 fn rate(per_sec: f64) -> String {
-    if per_sec >= 1e6 {
-        format!("{:.2}M", per_sec / 1e6)
-    } else if per_sec >= 1e3 {
-        format!("{:.1}k", per_sec / 1e3)
+    suffixed(per_sec, [2, 1, 0])
+}
+
+/// `n` with an M or k suffix from a thousand up, with `decimals` places for M, k and none.
+pub(crate) fn suffixed(n: f64, [m, k, one]: [usize; 3]) -> String {
+    if n >= 1e6 {
+        format!("{:.m$}M", n / 1e6)
+    } else if n >= 1e3 {
+        format!("{:.k$}k", n / 1e3)
     } else {
-        format!("{per_sec:.0}")
+        format!("{n:.one$}")
     }
 }
 

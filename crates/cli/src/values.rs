@@ -195,23 +195,21 @@ mod tests {
 
     #[test]
     fn column_errors() {
-        assert_eq!(
-            parse_column("x").unwrap_err(),
-            "expected NAME=VALUES, got \"x\""
-        );
-        assert_eq!(
-            parse_column("=1").unwrap_err(),
-            "the column name is empty in \"=1\""
-        );
-        assert_eq!(parse_column("x=").unwrap_err(), "column 'x' has no values");
-        assert_eq!(
-            parse_column("x=3..1").unwrap_err(),
-            "column 'x': the range \"3..1\" ends before it starts"
-        );
-        assert_eq!(
-            parse_column("x=a..3").unwrap_err(),
-            "column 'x': \"a\" in the range \"a..3\" is not an int"
-        );
+        for (arg, message) in [
+            ("x", "expected NAME=VALUES, got \"x\""),
+            ("=1", "the column name is empty in \"=1\""),
+            ("x=", "column 'x' has no values"),
+            (
+                "x=3..1",
+                "column 'x': the range \"3..1\" ends before it starts",
+            ),
+            (
+                "x=a..3",
+                "column 'x': \"a\" in the range \"a..3\" is not an int",
+            ),
+        ] {
+            assert_eq!(parse_column(arg).unwrap_err(), message, "{arg}");
+        }
     }
 
     #[test]

@@ -114,6 +114,45 @@ struct Ctx<M> {
     _owner: Owner,
 }
 
+/// The two managed-tensor structs (DLPack 1.0's versioned one and the legacy one): the fields
+/// [`leak`] points into the `Ctx` that holds them.
+trait Managed {
+    fn fields(&mut self) -> (&mut *mut c_void, &mut DLTensor);
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn fields(&mut self) -> (&mut *mut c_void, &mut DLTensor) {
+        (&mut self.manager_ctx, &mut self.dl_tensor)
+    }
+}
+
+impl Managed for DLManagedTensor {
+    fn fields(&mut self) -> (&mut *mut c_void, &mut DLTensor) {
+        (&mut self.manager_ctx, &mut self.dl_tensor)
+    }
+}
+
+/// Boxes `managed` with its shape, strides and owner and leaks the box, with the tensor's
+/// `manager_ctx`, `shape` and `strides` pointing into it; its deleter frees it.
+fn leak<M: Managed>(managed: M, shape: Vec<i64>, strides: Vec<i64>, owner: Owner) -> *mut Ctx<M> {
+    let ctx = Box::into_raw(Box::new(Ctx {
+        managed,
+        shape,
+        strides,
+        _owner: owner,
+    }));
+    // SAFETY: `ctx` was just leaked from a box and is not shared yet; the vectors' heap buffers
+    // do not move while the box lives, so the pointers stay valid until the deleter frees it.
+    unsafe {
+        let c = &mut *ctx;
+        let (manager_ctx, tensor) = c.managed.fields();
+        *manager_ctx = ctx.cast();
+        tensor.shape = c.shape.as_mut_ptr();
+        tensor.strides = c.strides.as_mut_ptr();
+    }
+    ctx
+}
+
 unsafe extern "C" fn delete_versioned(m: *mut DLManagedTensorVersioned) {
     // SAFETY: `m` is the `managed` field, at offset 0 of a `#[repr(C)] Ctx` leaked by
     // `capsule` with `Box::into_raw`; DLPack calls the deleter exactly once (the consumer, or the
@@ -256,50 +295,26 @@ pub fn capsule(py: Python<'_>, mut view: View, req: &Request) -> PyResult<Py<PyA
     };
     let (ptr, name, destructor): (*mut c_void, &CStr, Option<ffi::PyCapsule_Destructor>) =
         if req.versioned {
-            let ctx = Box::into_raw(Box::new(Ctx {
-                managed: DLManagedTensorVersioned {
-                    version: DLPackVersion { major: 1, minor: 0 },
-                    manager_ctx: ptr::null_mut(),
-                    deleter: Some(delete_versioned),
-                    flags,
-                    dl_tensor: tensor,
-                },
-                shape,
-                strides,
-                _owner: view.owner,
-            }));
-            // SAFETY: `ctx` was just leaked from a box and is not shared yet; the vectors' heap
-            // buffers do not move while the box lives, so the pointers stay valid until the
-            // deleter frees the box.
-            unsafe {
-                let c = &mut *ctx;
-                c.managed.manager_ctx = ctx.cast();
-                c.managed.dl_tensor.shape = c.shape.as_mut_ptr();
-                c.managed.dl_tensor.strides = c.strides.as_mut_ptr();
-            }
+            let managed = DLManagedTensorVersioned {
+                version: DLPackVersion { major: 1, minor: 0 },
+                manager_ctx: ptr::null_mut(),
+                deleter: Some(delete_versioned),
+                flags,
+                dl_tensor: tensor,
+            };
+            let ctx = leak(managed, shape, strides, view.owner);
             (
                 ctx.cast(),
                 NAME_VERSIONED,
                 Some(capsule_destructor_versioned),
             )
         } else {
-            let ctx = Box::into_raw(Box::new(Ctx {
-                managed: DLManagedTensor {
-                    dl_tensor: tensor,
-                    manager_ctx: ptr::null_mut(),
-                    deleter: Some(delete_legacy),
-                },
-                shape,
-                strides,
-                _owner: view.owner,
-            }));
-            // SAFETY: as above.
-            unsafe {
-                let c = &mut *ctx;
-                c.managed.manager_ctx = ctx.cast();
-                c.managed.dl_tensor.shape = c.shape.as_mut_ptr();
-                c.managed.dl_tensor.strides = c.strides.as_mut_ptr();
-            }
+            let managed = DLManagedTensor {
+                dl_tensor: tensor,
+                manager_ctx: ptr::null_mut(),
+                deleter: Some(delete_legacy),
+            };
+            let ctx = leak(managed, shape, strides, view.owner);
             (ctx.cast(), NAME_LEGACY, Some(capsule_destructor_legacy))
         };
     // SAFETY: `ptr` is the managed tensor (offset 0 of its `Ctx`), `name` a static C string (the

@@ -54,15 +54,9 @@ impl Measurement {
     }
 }
 
-/// `n` with a k/M suffix and 3 significant digits.
+/// `n` with a k/M suffix and 3 decimals.
 fn short(n: f64) -> String {
-    if n >= 1e6 {
-        format!("{:.3}M", n / 1e6)
-    } else if n >= 1e3 {
-        format!("{:.3}k", n / 1e3)
-    } else {
-        format!("{n:.1}")
-    }
+    crate::progress::suffixed(n, [3, 3, 1])
 }
 
 /// The table: one line per workload.

@@ -9,6 +9,7 @@
 //! bicubic with `a = −0.75`). Nearest neighbour is torch's `floorf(x × scale)` in float32.
 
 use crate::Error;
+use crate::resize::sinc;
 
 /// torchvision's `InterpolationMode` values that apply to uint8 tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,15 +82,6 @@ fn cubic(x: f64, a: f64) -> f64 {
         ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
     } else {
         0.0
-    }
-}
-
-fn sinc(x: f64) -> f64 {
-    if x == 0.0 {
-        1.0
-    } else {
-        let x = x * std::f64::consts::PI;
-        x.sin() / x
     }
 }
 
