@@ -499,3 +499,23 @@ def test_tar_and_object_store_datasets_take_a_cache(http_server, tmp_path) -> No
     (objects / "x").write_bytes(b"changed")
     assert ObjectStoreDataset(f"file://{objects}", ["x"], cache_dir=tmp_path / "cache")[0] == b"object x"
     assert os.path.isdir(tmp_path / "cache" / "v1")
+
+
+def test_a_failed_write_turns_writing_off_with_one_warning(http_server, tmp_path, capfd) -> None:
+    urls = [http_server.item_url(i, size=300) for i in range(6)]
+    cache = tmp_path / "cache"
+    ds = HttpDataset(urls, cache_dir=cache)
+    assert bytes(ds[0]) == bytes(HttpDataset(urls)[0])
+    # Writes now fail as on a full disk: where the temporary files go is a file.
+    (cache / "v1" / "tmp").rmdir()
+    (cache / "v1" / "tmp").write_bytes(b"")
+    loader = PyDataloader(ds, batch_size=3)
+    assert sum(len(b) for b in loader) == 6, "the epoch goes on"
+    err = capfd.readouterr().err
+    assert err.count("dataloader-rs: the cache in") == 1, err
+    assert "stops writing" in err
+    stats = ds.cache_stats()
+    assert stats["writes_off"] is True
+    assert stats["written"] == 1
+    assert bytes(ds[0]) == bytes(HttpDataset(urls)[0])
+    assert ds.cache_stats()["hits"] == 2  # what was cached is still read

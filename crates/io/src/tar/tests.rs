@@ -280,7 +280,7 @@ fn kept_indexes_are_used_while_the_shard_is_unchanged() {
     let runtime = Runtime::new(Some(2)).unwrap();
     let dir = TempDir::new();
     let index_dir = dir.join("index");
-    let server = LoopbackServer::files(0, Duration::ZERO, None).unwrap();
+    let server = LoopbackServer::files().unwrap();
     server.put_file("/a.tar", shard(&["000001", "000002"], Long::Pax), "\"v1\"");
     server.put_file("/b.tar", shard(&["000003"], Long::Gnu), "\"v1\"");
     let locations = vec![server.url("/a.tar?sig=SECRET"), server.url("/b.tar")];
@@ -326,7 +326,7 @@ fn kept_indexes_are_used_while_the_shard_is_unchanged() {
 #[test]
 fn an_http_shard_changed_after_indexing_is_refused() {
     let runtime = Runtime::new(Some(2)).unwrap();
-    let server = LoopbackServer::files(0, Duration::ZERO, None).unwrap();
+    let server = LoopbackServer::files().unwrap();
     let v1 = shard(&["000001", "000002"], Long::Ustar);
     server.put_file("/s.tar", v1.clone(), "\"v1\"");
     let locations = vec![server.url("/s.tar")];
@@ -369,7 +369,7 @@ use crate::test_server::Reply;
 fn a_cache_serves_the_second_epoch() {
     let runtime = Runtime::new(Some(2)).unwrap();
     let dir = TempDir::new();
-    let server = LoopbackServer::files(0, Duration::ZERO, None).unwrap();
+    let server = LoopbackServer::files().unwrap();
     server.put_file(
         "/s.tar",
         shard(&["000001", "000002", "000003"], Long::Ustar),

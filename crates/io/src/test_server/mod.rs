@@ -21,8 +21,9 @@
 //!
 //! [`LoopbackServer::files`] serves files (GET and HEAD) with single byte ranges (206,
 //! `Content-Range`), an `ETag` and `If-Match` (412 when it differs): files put in memory by
-//! the test ([`LoopbackServer::put_file`]) and, with a directory, the files under it
-//! (`/<path>`, no `..`; the ETag is made of the size and modification time).
+//! the test ([`LoopbackServer::put_file`]). [`LoopbackServer::serve_dir`] serves the standard
+//! routes and, before them, the files under a directory the same way (`/<path>`, no `..`; the
+//! ETag is made of the size and modification time; only the range asked for is read).
 //!
 //! Every answer waits for the latency first, counted from the end of the request's head, timed
 //! by a thread of the server's own (never early, about 0.1 ms late: see `timer`). Bodies of
@@ -125,14 +126,15 @@ impl Answer {
 enum Routes {
     /// The routes of the module's table.
     Standard {
+        /// A directory whose files are served before the routes.
+        root: Option<std::path::PathBuf>,
         /// Requests seen per `/flaky/...` path.
         flaky: Mutex<HashMap<String, u32>>,
         /// The longest `/bytes/<n>` body made so far; shorter ones are its prefixes.
         bodies: Mutex<Bytes>,
     },
-    /// Files, in memory or under a directory, with ranges.
+    /// Files in memory, with ranges.
     Files {
-        root: Option<std::path::PathBuf>,
         memory: Mutex<HashMap<String, (Bytes, String)>>,
         /// The headers of every request (lower-case names), in arrival order.
         headers: Mutex<Vec<HashMap<String, String>>>,
@@ -168,17 +170,33 @@ impl State {
     ) -> (Duration, Answer) {
         match &self.routes {
             Routes::Files {
-                root,
                 memory,
                 headers: all,
             } => {
                 let path = target.split(['?', '#']).next().unwrap_or("/");
-                let answer = file_answer(root.as_deref(), memory, method, path, &headers);
+                let found = lock(memory).get(path).cloned();
+                let answer = match found {
+                    Some((body, etag)) => {
+                        let total = body.len() as u64;
+                        file_answer(total, etag, Ok(body), method, &headers)
+                    }
+                    None => Answer::new(404, &b"not found"[..]),
+                };
                 lock(all).push(headers);
                 (Duration::ZERO, answer)
             }
-            Routes::Standard { flaky, bodies } => {
+            Routes::Standard {
+                root,
+                flaky,
+                bodies,
+            } => {
                 let path = target.split(['?', '#']).next().unwrap_or("/");
+                if let Some((file, total, etag)) = disk_file(root.as_deref(), path) {
+                    return (
+                        Duration::ZERO,
+                        file_answer(total, etag, Err(file), method, &headers),
+                    );
+                }
                 (Duration::ZERO, standard(path, flaky, bodies))
             }
             Routes::Scripted {
@@ -221,23 +239,15 @@ impl State {
     }
 }
 
-/// The answer of a files server to `method` `path` with these request headers.
+/// The answer to `method` for a file of `total` bytes and this ETag, whose content is in
+/// memory (`Ok`) or in a file read in the range asked for (`Err`), with these request headers.
 fn file_answer(
-    root: Option<&std::path::Path>,
-    memory: &Mutex<HashMap<String, (Bytes, String)>>,
+    total: u64,
+    etag: String,
+    content: Result<Bytes, std::fs::File>,
     method: &str,
-    path: &str,
     headers: &HashMap<String, String>,
 ) -> Answer {
-    // In memory: the bytes; on disk: the file, read only in the range asked for.
-    let memory_file = lock(memory).get(path).cloned();
-    let found = match memory_file {
-        Some((body, etag)) => Some((body.len() as u64, etag, Ok(body))),
-        None => disk_file(root, path).map(|(file, size, etag)| (size, etag, Err(file))),
-    };
-    let Some((total, etag, content)) = found else {
-        return Answer::new(404, &b"not found"[..]);
-    };
     if let Some(wanted) = headers.get("if-match")
         && wanted != "*"
         && wanted != &etag
@@ -396,7 +406,18 @@ impl LoopbackServer {
     /// Starts a server of the standard routes on `127.0.0.1:port` (0: a free port) that answers
     /// every request after `delay`.
     pub fn start_on(port: u16, delay: Duration) -> io::Result<LoopbackServer> {
+        LoopbackServer::serve_dir(port, delay, None)
+    }
+
+    /// Starts a server of the standard routes on `127.0.0.1:port` (0: a free port) that
+    /// answers every request after `delay`, serving the files under `root` (if any) first.
+    pub fn serve_dir(
+        port: u16,
+        delay: Duration,
+        root: Option<std::path::PathBuf>,
+    ) -> io::Result<LoopbackServer> {
         let routes = Routes::Standard {
+            root,
             flaky: Mutex::default(),
             bodies: Mutex::default(),
         };
@@ -416,20 +437,14 @@ impl LoopbackServer {
         LoopbackServer::spawn(0, Duration::ZERO, routes)
     }
 
-    /// Starts a files server on `127.0.0.1:port` (0: a free port) that answers every request
-    /// after `delay`: the files under `root` (if any) and those put with
-    /// [`LoopbackServer::put_file`].
-    pub fn files(
-        port: u16,
-        delay: Duration,
-        root: Option<std::path::PathBuf>,
-    ) -> io::Result<LoopbackServer> {
+    /// Starts a server on a free port of the files put with [`LoopbackServer::put_file`]
+    /// (anything else is a 404), recording the requests' headers.
+    pub fn files() -> io::Result<LoopbackServer> {
         let routes = Routes::Files {
-            root,
             memory: Mutex::default(),
             headers: Mutex::default(),
         };
-        LoopbackServer::spawn(port, delay, routes)
+        LoopbackServer::spawn(0, Duration::ZERO, routes)
     }
 
     /// Serves `body` at `path` with this `etag` (replacing what was there) on a files server.
@@ -817,5 +832,61 @@ mod tests {
         assert_eq!(headers[0]["x-token"], "t");
         assert_eq!(headers[2]["connection"], "close");
         assert_eq!((server.requests(), server.connections()), (3, 1));
+    }
+
+    /// Sends `request` on a new connection and reads the whole answer (head and body).
+    fn exchange(server: &LoopbackServer, request: &str) -> String {
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn a_directory_is_served_with_ranges_before_the_routes() {
+        let dir = std::env::temp_dir().join(format!("dlrs-serve-dir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/f.bin"), b"0123456789").unwrap();
+        let server = LoopbackServer::serve_dir(0, Duration::ZERO, Some(dir.clone())).unwrap();
+        let close = "Connection: close\r\n";
+        let range = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nRange: bytes=2-4\r\n{close}\r\n"),
+        );
+        assert!(
+            range.starts_with("HTTP/1.1 206 Partial Content\r\n"),
+            "{range}"
+        );
+        assert!(range.contains("Content-Range: bytes 2-4/10\r\n"), "{range}");
+        assert!(range.ends_with("\r\n\r\n234"), "{range}");
+        let etag = range
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .unwrap()
+            .to_owned();
+        let head = exchange(&server, &format!("HEAD /sub/f.bin HTTP/1.1\r\n{close}\r\n"));
+        assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
+        let matched = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nIf-Match: {etag}\r\n{close}\r\n"),
+        );
+        assert!(matched.ends_with("0123456789"), "{matched}");
+        let refused = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nIf-Match: \"x\"\r\n{close}\r\n"),
+        );
+        assert!(refused.starts_with("HTTP/1.1 412 "), "{refused}");
+        let past = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nRange: bytes=10-\r\n{close}\r\n"),
+        );
+        assert!(past.starts_with("HTTP/1.1 416 "), "{past}");
+        assert_eq!(get(&server, "/item/3").1, b"item-3");
+        assert_eq!(
+            get(&server, "/sub/../sub/f.bin").0,
+            "HTTP/1.1 404 Not Found"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
