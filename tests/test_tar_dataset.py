@@ -62,6 +62,20 @@ def write_shard(keys: list[str], fmt: int = tarfile.PAX_FORMAT, extra: bool = Tr
     return buf.getvalue()
 
 
+def write_wds_shard(keys: list[str]) -> bytes:
+    """The same samples as :func:`write_shard`, written by webdataset's ``TarWriter``."""
+    wds = pytest.importorskip("webdataset")
+    buf = io.BytesIO()
+    with wds.TarWriter(buf) as sink:
+        for key in keys:
+            sink.write({"__key__": key, "jpg": jpg(key), "cls": key.encode()})
+    return buf.getvalue()
+
+
+#: Who writes the shards of the tests run with each writer.
+WRITERS = {"tarfile": write_shard, "webdataset": write_wds_shard}
+
+
 def expected(key: str) -> dict[str, bytes]:
     return {"jpg": jpg(key), "cls": key.encode()}
 
@@ -138,20 +152,21 @@ def test_bad_arguments(tmp_path: pathlib.Path) -> None:
 # --------------------------------------------------------------------------- HTTP and stores
 
 
-def serve_shards(server, shards: dict[str, list[str]], etag: bool = True) -> list[str]:
+def serve_shards(server, shards: dict[str, list[str]], etag: bool = True, writer: str = "tarfile") -> list[str]:
     for name, keys in shards.items():
         server.put_file(
             f"/{name}",
-            write_shard(keys),
+            WRITERS[writer](keys),
             etag=f'"{name}-1"' if etag else None,
             last_modified=None if etag else "Mon, 01 Jan 2024 00:00:00 GMT",
         )
     return [server.url(f"/{name}") for name in shards]
 
 
+@pytest.mark.parametrize("writer", list(WRITERS))
 @pytest.mark.parametrize("etag", [True, False], ids=["etag", "last-modified"])
-def test_http_one_range_request_per_sample_and_a_kept_index(http_server, tmp_path, etag: bool) -> None:
-    urls = serve_shards(http_server, {"a.tar": ["000001", "000002"], "b.tar": ["000003"]}, etag)
+def test_http_one_range_request_per_sample_and_a_kept_index(http_server, tmp_path, etag: bool, writer: str) -> None:
+    urls = serve_shards(http_server, {"a.tar": ["000001", "000002"], "b.tar": ["000003"]}, etag, writer)
     index = tmp_path / "index"
     TarDataset(urls, index_dir=index)
     indexing = http_server.requests
@@ -183,11 +198,15 @@ def test_http_one_range_request_per_sample_and_a_kept_index(http_server, tmp_pat
     )
 
 
-def test_http_shard_that_changed_is_refused_and_skipped(http_server, tmp_path) -> None:
-    urls = serve_shards(http_server, {"a.tar": ["000001", "000002"], "b.tar": ["000003", "000004"]})
+@pytest.mark.parametrize("etag", [True, False], ids=["etag", "last-modified"])
+def test_http_shard_that_changed_is_refused_and_skipped(http_server, tmp_path, etag: bool) -> None:
+    urls = serve_shards(http_server, {"a.tar": ["000001", "000002"], "b.tar": ["000003", "000004"]}, etag)
     ds = TarDataset(urls, index_dir=tmp_path / "index", retries=0)
-    # Same bytes under a new ETag: the server refuses the indexed one.
-    http_server.put_file("/b.tar", write_shard(["000003", "000004"]), etag='"b.tar-2"')
+    # Same bytes under a new ETag or Last-Modified: the server refuses the indexed one.
+    if etag:
+        http_server.put_file("/b.tar", write_shard(["000003", "000004"]), etag='"b.tar-2"')
+    else:
+        http_server.put_file("/b.tar", write_shard(["000003", "000004"]), last_modified="Tue, 02 Jan 2024 00:00:00 GMT")
     with pytest.raises(ShardChangedError, match=r"b\.tar: the shard changed since it was indexed"):
         ds[2]
     assert isinstance(ShardChangedError("x"), OSError)
@@ -209,9 +228,11 @@ def test_http_shard_that_changed_is_refused_and_skipped(http_server, tmp_path) -
 
 
 @pytest.mark.timeout(120)
-def test_object_stores(object_store_case, tmp_path) -> None:
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_object_stores(object_store_case, tmp_path, writer: str) -> None:
     case = object_store_case
-    case.put_many({"shards/a.tar": write_shard(["000001", "000002"]), "shards/b.tar": write_shard(["000003"])})
+    write = WRITERS[writer]
+    case.put_many({"shards/a.tar": write(["000001", "000002"]), "shards/b.tar": write(["000003"])})
     urls = [case.url("shards/a.tar"), case.url("shards/b.tar")]
     ds = TarDataset(urls, options=case.options, index_dir=tmp_path / "index", retries=1, timeout=20)
     assert [ds.key(i) for i in range(3)] == ["000001", "000002", "000003"]
