@@ -9,6 +9,7 @@ Reads, from the results directory (``cargo xtask bench --save`` writes them ther
 - ``memory.json``: ``memory.py --json``                           -> ``memory.png``
 - ``http.json``: ``http_loaders.py --json``                       -> ``http.png``
 - ``scaling*.json``: ``scaling.py --json``, one file per interpreter -> ``scaling.png``
+- ``tar.json``: ``tar_shards.py --json``                          -> ``tar.png``
 
 and writes one PNG per figure whose JSON is there. A figure whose JSON is missing is skipped, and
 said so. Every value drawn comes from those files; the footer of each figure names its file, the
@@ -77,9 +78,10 @@ def label_bars(ax: Any, bars: Any, texts: list[str]) -> None:
 
 
 def color_of(loader: str) -> str:
-    if loader.startswith(("dataloader-rs", "HttpDataset")) or loader in ("PyAsyncDataset+aiohttp", "PyDataset+urllib"):
+    ours = ("dataloader-rs", "HttpDataset", "TarDataset")
+    if loader.startswith(ours) or loader in ("PyAsyncDataset+aiohttp", "PyDataset+urllib"):
         return OURS
-    if loader.startswith("torch"):
+    if loader.startswith(("torch", "webdataset")):
         return TORCH
     return OTHER
 
@@ -282,6 +284,56 @@ def scaling(runs: list[tuple[str, Data]]) -> Figure:
     return finish(fig, "benches/results/" + "; ".join(footers))
 
 
+#: What each contender of tar_shards.py is, as the figure names it.
+TAR_LABELS = {
+    "TarDataset-http": "TarDataset over HTTP, epoch 1",
+    "webdataset-torch-2": "webdataset + torch, 2 workers",
+    "HttpDataset-per-sample": "HttpDataset, one URL per sample",
+    "TarDataset-cached": "TarDataset, epoch 2 from the cache",
+    "TarDataset-files": "TarDataset over local files",
+}
+
+
+def tar(data: Data) -> Figure:
+    """Seconds per epoch of each contender, with the two ratios the goals are about."""
+    meta, results, ratios = data["meta"], data["results"], data["ratios"]
+    names = list(results)
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(names) + 1.8))
+    seconds = [results[n]["seconds"] for n in names]
+    bars = ax.barh([TAR_LABELS.get(n, n) for n in names], seconds, color=[color_of(n) for n in names])
+    for bar, n in zip(bars, names, strict=True):
+        r = results[n]
+        ax.annotate(
+            f"{r['seconds']:.2f} s, {r['samples_per_s']:,.0f} samples/s",
+            (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+        )
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(seconds) * 1.6)
+    ax.set_xlabel("seconds per epoch (lower is better)")
+    shown = []
+    if "webdataset_over_tar_http" in ratios:
+        shown.append(f"webdataset ÷ TarDataset {ratios['webdataset_over_tar_http']:.2f}{TIMES} (goal ≥ 2{TIMES})")
+    if "cached_over_files" in ratios:
+        shown.append(f"cache ÷ files {ratios['cached_over_files']:.2f}{TIMES} (goal ≤ 1.3{TIMES})")
+    ax.set_title(
+        f"{meta['samples']:,} samples of ~{meta['jpg_bytes'] // 1024} KiB in {meta['shards']} tar shards, "
+        f"{meta['delay_s'] * 1000:.0f} ms latency, {meta['in_flight']} in flight\n" + "; ".join(shown),
+        fontsize=9,
+    )
+    start, end = meta.get("loadavg_start"), meta.get("loadavg")
+    load = f"load {start[0]:.2f} → {end[0]:.2f}" if start and end else None
+    return finish(
+        fig,
+        provenance(
+            "tar.json", f"Python {meta.get('python')}", meta.get("date"), f"{meta.get('rounds')} rounds (median)", load
+        ),
+    )
+
+
 # ----- main -----
 
 Single = Callable[[Data], Figure]
@@ -290,6 +342,7 @@ FIGURES: list[tuple[str, str, Single]] = [
     ("images.json", "images.png", images),
     ("memory.json", "memory.png", memory),
     ("http.json", "http.png", http),
+    ("tar.json", "tar.png", tar),
 ]
 
 

@@ -9,7 +9,14 @@ from dataloader_rs import transforms
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._errors import Failure, TooManyFailures
 from dataloader_rs._loader import BatchSampler, PyDataloader, RandomSampler, SequentialSampler
-from dataloader_rs._native import FileDataset, HttpDataset, ObjectStoreDataset, __version__
+from dataloader_rs._native import (
+    FileDataset,
+    HttpDataset,
+    ObjectStoreDataset,
+    ShardChangedError,
+    TarDataset,
+    __version__,
+)
 from dataloader_rs._workers import WorkerInfo, get_worker_info, item_seed
 from dataloader_rs.transforms import Image, ImageBatch, ImageCollator
 
@@ -27,6 +34,8 @@ __all__ = [
     "PyDataset",
     "RandomSampler",
     "SequentialSampler",
+    "ShardChangedError",
+    "TarDataset",
     "TooManyFailures",
     "WorkerInfo",
     "__version__",

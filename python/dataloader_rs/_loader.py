@@ -66,7 +66,7 @@ def _check_sync_dataset(dataset: object) -> None:
 
 
 #: The datasets fetched in Rust.
-RUST_DATASETS = (_native.HttpDataset, _native.FileDataset, _native.ObjectStoreDataset)
+RUST_DATASETS = (_native.HttpDataset, _native.FileDataset, _native.ObjectStoreDataset, _native.TarDataset)
 
 
 def _check_async_dataset(dataset: object) -> None:

@@ -38,6 +38,8 @@ __all__ = [
     "RandomVerticalFlip",
     "Resize",
     "Rotate90",
+    "ShardChangedError",
+    "TarDataset",
     "ToChw",
     "ToFloat",
     "ToGray",
@@ -134,6 +136,8 @@ class HttpDataset:
         backoff: float = 0.1,
         max_backoff: float = 5.0,
         max_bytes: int = 67108864,
+        cache_dir: _Path | None = None,
+        cache_bytes: int | None = None,
     ) -> HttpDataset: ...
     @classmethod
     def from_template(
@@ -149,9 +153,12 @@ class HttpDataset:
         backoff: float = 0.1,
         max_backoff: float = 5.0,
         max_bytes: int = 67108864,
+        cache_dir: _Path | None = None,
+        cache_bytes: int | None = None,
     ) -> HttpDataset: ...
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> bytes: ...
+    def cache_stats(self) -> _CacheStats | None: ...
 
 @final
 class FileDataset:
@@ -194,6 +201,8 @@ class ObjectStoreDataset:
         backoff: float = 0.1,
         max_backoff: float = 5.0,
         max_bytes: int = 67108864,
+        cache_dir: _Path | None = None,
+        cache_bytes: int | None = None,
     ) -> ObjectStoreDataset: ...
     @classmethod
     def from_template(
@@ -209,9 +218,52 @@ class ObjectStoreDataset:
         backoff: float = 0.1,
         max_backoff: float = 5.0,
         max_bytes: int = 67108864,
+        cache_dir: _Path | None = None,
+        cache_bytes: int | None = None,
     ) -> ObjectStoreDataset: ...
     def __len__(self) -> int: ...
     def __getitem__(self, index: int, /) -> bytes: ...
+    def cache_stats(self) -> _CacheStats | None: ...
+
+class _CacheStats(TypedDict):
+    hits: int
+    misses: int
+    written: int
+    not_admitted: int
+    corrupt: int
+    evicted: int
+    bytes: int
+    writes_off: bool
+
+class ShardChangedError(OSError): ...
+
+@final
+class TarDataset:
+    def __new__(
+        cls,
+        locations: Sequence[_Path],
+        *,
+        member: str | None = None,
+        index_dir: _Path | None = None,
+        cache_dir: _Path | None = None,
+        cache_bytes: int | None = None,
+        headers: Mapping[str, str] | None = None,
+        options: Mapping[str, str] | None = None,
+        timeout: float | None = 30.0,
+        connect_timeout: float | None = 10.0,
+        retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+        max_bytes: int = 67108864,
+    ) -> TarDataset: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int, /) -> dict[str, bytes] | bytes: ...
+    def key(self, index: int) -> str: ...
+    @property
+    def num_shards(self) -> int: ...
+    @property
+    def member(self) -> str | None: ...
+    def cache_stats(self) -> _CacheStats | None: ...
 
 # ----- images: dataloader_rs.transforms, Image, ImageCollator, ImageBatch -----
 

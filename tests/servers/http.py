@@ -35,6 +35,10 @@ uses the same names and is merged over the query):
 
 A ``Range: bytes=a-b`` (or ``a-``, ``-n``) request header gets a 206 with ``Content-Range`` (416
 when it starts past the end); several ranges or another unit are ignored (200, whole body).
+
+Files put with :meth:`HttpTestServer.put_file` are served at their path (before the routes above)
+with the ``ETag`` and ``Last-Modified`` given; ``If-Match`` (another ETag) and
+``If-Unmodified-Since`` (another date) get a 412.
 """
 
 from __future__ import annotations
@@ -253,6 +257,7 @@ class HttpTestServer:
         self._stop_event: asyncio.Event | None = None
         self._connections: set[_Connection] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._files: dict[str, tuple[bytes, str | None, str | None]] = {}
 
     # ----------------------------------------------------------------- URLs
 
@@ -333,6 +338,17 @@ class HttpTestServer:
     def fail_first(self, path: str, k: int, step: str | Mapping[str, Any] = "status=503") -> None:
         """The next ``k`` requests to ``path`` get ``step`` (by default a 503); later ones succeed."""
         self.script(path, [step] * k)
+
+    def put_file(self, path: str, body: bytes, *, etag: str | None = None, last_modified: str | None = None) -> None:
+        """Serves ``body`` at ``path`` (replacing what was there), with these ``ETag`` and
+        ``Last-Modified`` headers (none when None); ranges and faults apply as to any route."""
+        with self._lock:
+            self._files[path] = (bytes(body), etag, last_modified)
+
+    def remove_file(self, path: str) -> None:
+        """Stops serving ``path`` (a 404 from now on)."""
+        with self._lock:
+            self._files.pop(path, None)
 
     def set_defaults(self, **defaults: Any) -> None:
         """Replaces the parameters applied under every request's query."""
@@ -538,7 +554,24 @@ class HttpTestServer:
             else:
                 status, fault = None, None
 
-        route_status, body = self._route(record)
+        with self._lock:
+            served = self._files.get(record.path)
+        file_headers: dict[str, str] = {}
+        if served is not None:
+            data, etag, last_modified = served
+            route_status, body = 200, _Body.of_bytes(data)
+            if etag is not None:
+                file_headers["ETag"] = etag
+            if last_modified is not None:
+                file_headers["Last-Modified"] = last_modified
+            if_match = record.headers.get("if-match")
+            if_unmodified = record.headers.get("if-unmodified-since")
+            if (if_match is not None and if_match != "*" and if_match != etag) or (
+                if_unmodified is not None and last_modified is not None and if_unmodified != last_modified
+            ):
+                route_status, body = 412, _Body.of_bytes(b"status 412\n")
+        else:
+            route_status, body = self._route(record)
         if status is None:
             status = route_status
         keep_alive = req.keep_alive and not _truthy(params.get("close"))
@@ -550,7 +583,7 @@ class HttpTestServer:
             self._finish(req, keep_alive=False)
             return
 
-        extra: dict[str, str] = {}
+        extra: dict[str, str] = dict(file_headers)
         ok_status = 200
         if status == 200 and "range" in record.headers:
             byte_range = _parse_range(record.headers["range"], body.length)

@@ -289,15 +289,16 @@ fn plot(python: &Path) -> Result<()> {
 }
 
 /// The benchmarks, each side by side with its baseline: `cargo xtask bench [--save] [name ...]`
-/// with names from `overhead http images scaling memory criterion` (all by default). With
+/// with names from `overhead http tar images scaling memory criterion` (all by default). With
 /// `--save`, each Python harness prints JSON into `benches/results/<name>.json` (scaling also
 /// into `scaling-ft.json` on free-threaded 3.13t, `scaling-ft314.json` on 3.14t and
 /// `scaling-314.json` on 3.14 when their venvs exist), and the figures are
 /// drawn from the results. `cargo xtask bench plot` only draws them.
 fn bench(args: &[String]) -> Result<()> {
-    const ALL: [&str; 6] = [
+    const ALL: [&str; 7] = [
         "overhead",
         "http",
+        "tar",
         "images",
         "scaling",
         "memory",
@@ -326,6 +327,7 @@ fn bench(args: &[String]) -> Result<()> {
         let script = match name {
             "overhead" => "benches/compare.py",
             "http" => "benches/http_loaders.py",
+            "tar" => "benches/tar_shards.py",
             "images" => "benches/images.py",
             "scaling" => "benches/scaling.py",
             "memory" => "benches/memory.py",

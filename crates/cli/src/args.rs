@@ -67,6 +67,9 @@ Routes (GET; the query is ignored, so ?i=N makes distinct URLs of the same body)
   /status/<code>       that status
   /flaky/<k>/<path>    503 for the first k requests of this exact path, then /<path>
   anything else        404
+With --dir DIR, the files under DIR come first (GET and HEAD at /<path> below DIR): a single
+Range gets 206 with Content-Range, each answer has an ETag (size and modification time), and an
+If-Match with another ETag gets 412 (tar shards for TarDataset).
 
 Every answer waits --latency-ms after the request's head arrived, timed by a thread of the
 server (never early, about 0.1 ms late), on one thread with connections kept open. It listens on
@@ -77,6 +80,7 @@ answered, the connections accepted and the most requests answered at once.
 
 Examples:
   dlrs serve --latency-ms 10 --port 0
+  dlrs serve --latency-ms 10 --dir shards/
   dlrs serve --port 8000 --until-killed &   curl http://127.0.0.1:8000/bytes/65536?i=1";
 
 const PARITY_EXAMPLES: &str = "\
@@ -229,6 +233,9 @@ pub struct ServeArgs {
     /// Serve until killed, not until stdin closes.
     #[arg(long)]
     pub until_killed: bool,
+    /// Also serve the files under DIR, each at its path below DIR, with byte ranges and ETags.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `dlrs parity`.

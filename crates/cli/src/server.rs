@@ -21,7 +21,7 @@ pub fn run(
     log: &mut dyn Write,
 ) -> Result<u8> {
     let delay = Duration::from_secs_f64(args.latency_ms / 1e3);
-    let server = LoopbackServer::start_on(args.port, delay)
+    let server = LoopbackServer::serve_dir(args.port, delay, args.dir.clone())
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
     writeln!(out, "{}", server.base_url())?;
     out.flush()?;
@@ -81,6 +81,7 @@ mod tests {
                 latency_ms: 1.0,
                 port: 0,
                 until_killed: false,
+                dir: None,
             };
             /// Hands each write on to the test.
             struct Out(std::sync::mpsc::Sender<Vec<u8>>);

@@ -80,6 +80,13 @@ pub trait Dataset: Send + Sync + 'static {
     fn io_stats(&self) -> Option<&IoStats> {
         None
     }
+
+    /// What names item `index` in a local cache ([`crate::Cached`]): the same string for the
+    /// same bytes, in every run and process. `None` (the default): the item is not cached.
+    fn cache_key(&self, index: u64) -> Option<String> {
+        let _ = index;
+        None
+    }
 }
 
 /// Fetches `indices` of `dataset` with up to `concurrency` (at least 1) in flight, each spawned

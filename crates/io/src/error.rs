@@ -88,6 +88,30 @@ pub enum Error {
         message: String,
     },
 
+    /// The data at `location` are not what they should be: a malformed or truncated tar
+    /// archive, a sample without the member asked for.
+    #[error("{location}: {message}")]
+    InvalidData {
+        /// The redacted URL, path or object location (and the member, if one is meant).
+        location: String,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A tar shard is not the one its index was made from: its size, ETag, modification time
+    /// or Last-Modified differ (or the server refused the precondition). Nothing of it was
+    /// read with the old index.
+    #[error(
+        "{location}: the shard changed since it was indexed ({message}); build the dataset \
+         again to index it anew"
+    )]
+    Changed {
+        /// The redacted location of the shard.
+        location: String,
+        /// What differs.
+        message: String,
+    },
+
     /// The tokio runtime could not be built or was used from inside an async context.
     #[error("{0}")]
     Runtime(String),
@@ -139,6 +163,10 @@ pub enum ErrorKind {
     Io(io::ErrorKind),
     /// A request failed without a status ([`Error::Request`]), for this reason.
     Request(RequestKind),
+    /// Malformed or truncated data ([`Error::InvalidData`]).
+    InvalidData,
+    /// A shard changed since it was indexed ([`Error::Changed`]).
+    Changed,
     /// The tokio runtime failed ([`Error::Runtime`]).
     Runtime,
     /// A transform or the collation of a pipeline failed.
@@ -187,6 +215,8 @@ impl Error {
             Error::Http { status, .. } => ErrorKind::Http(*status),
             Error::Io { kind, .. } => ErrorKind::Io(*kind),
             Error::Request { kind, .. } => ErrorKind::Request(*kind),
+            Error::InvalidData { .. } => ErrorKind::InvalidData,
+            Error::Changed { .. } => ErrorKind::Changed,
             Error::Runtime(_) => ErrorKind::Runtime,
             Error::Item { error, .. } => error.kind(),
             #[cfg(feature = "transforms")]
@@ -212,7 +242,6 @@ impl Error {
     }
 
     /// An I/O error at `location` (a path or object location, redacted here).
-    #[cfg_attr(not(feature = "file"), allow(dead_code))]
     pub(crate) fn io(location: &str, source: io::Error) -> Error {
         Error::Io {
             location: redact_text(location),
@@ -394,6 +423,23 @@ mod tests {
             },
             "http://h/a: connection reset",
             ErrorKind::Request(RequestKind::ConnectionReset),
+        );
+        check(
+            Error::InvalidData {
+                location: "s.tar".into(),
+                message: "the archive is truncated".into(),
+            },
+            "s.tar: the archive is truncated",
+            ErrorKind::InvalidData,
+        );
+        check(
+            Error::Changed {
+                location: "http://h/s.tar".into(),
+                message: "size 10, indexed 12".into(),
+            },
+            "http://h/s.tar: the shard changed since it was indexed (size 10, indexed 12); \
+             build the dataset again to index it anew",
+            ErrorKind::Changed,
         );
         check(
             Error::Runtime("nested".into()),

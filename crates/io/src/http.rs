@@ -83,14 +83,7 @@ impl HttpDataset {
         if locations.len() > 0 {
             check_url(&locations.get(0)?)?;
         }
-        let mut headers = HeaderMap::new();
-        for (name, value) in &options.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| Error::invalid(format!("invalid header name {name:?}")))?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| Error::invalid(format!("invalid value for header {name}")))?;
-            headers.append(name, value);
-        }
+        let headers = header_map(&options.headers)?;
         let inner = Inner {
             locations,
             headers,
@@ -112,22 +105,38 @@ impl HttpDataset {
 
 impl Inner {
     fn client(&self) -> Result<&reqwest::Client, Error> {
-        self.client.get_or_try_init(|| {
-            // The bundled roots are parsed once per process (see `tls`); the timeouts are this
-            // dataset's. Redirects are followed in `get`, which decides where the headers go.
-            let mut builder = reqwest::Client::builder()
-                .tls_backend_preconfigured(tls::client_config()?)
-                .redirect(reqwest::redirect::Policy::none())
-                .referer(false)
-                .user_agent(concat!("dataloader-rs/", env!("CARGO_PKG_VERSION")));
-            if let Some(timeout) = self.options.connect_timeout {
-                builder = builder.connect_timeout(timeout);
-            }
-            builder
-                .build()
-                .map_err(|e| Error::Runtime(format!("cannot build the HTTP client: {}", chain(&e))))
-        })
+        self.client
+            .get_or_try_init(|| build_client(self.options.connect_timeout))
     }
+}
+
+/// The user's headers, checked.
+pub(crate) fn header_map(headers: &[(String, String)]) -> Result<HeaderMap, Error> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| Error::invalid(format!("invalid header name {name:?}")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| Error::invalid(format!("invalid value for header {name}")))?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+/// An HTTP client of this crate: the bundled roots (parsed once per process, see `tls`), no
+/// redirects (followed in [`get`], which decides where the headers go), no Referer.
+pub(crate) fn build_client(connect_timeout: Option<Duration>) -> Result<reqwest::Client, Error> {
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls::client_config()?)
+        .redirect(reqwest::redirect::Policy::none())
+        .referer(false)
+        .user_agent(concat!("dataloader-rs/", env!("CARGO_PKG_VERSION")));
+    if let Some(timeout) = connect_timeout {
+        builder = builder.connect_timeout(timeout);
+    }
+    builder
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot build the HTTP client: {}", chain(&e))))
 }
 
 impl Dataset for HttpDataset {
@@ -157,10 +166,15 @@ impl Dataset for HttpDataset {
     fn io_stats(&self) -> Option<&IoStats> {
         Some(&self.inner.stats)
     }
+
+    fn cache_key(&self, index: u64) -> Option<String> {
+        let url = self.inner.locations.get(index).ok()?;
+        Some(format!("http\0{url}"))
+    }
 }
 
 /// Refuses a URL that does not parse or is not http(s).
-fn check_url(url: &str) -> Result<(), Error> {
+pub(crate) fn check_url(url: &str) -> Result<(), Error> {
     match url::Url::parse(url) {
         Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => Ok(()),
         Ok(parsed) => Err(Error::invalid(format!(
@@ -179,15 +193,18 @@ fn check_url(url: &str) -> Result<(), Error> {
 const MAX_REDIRECTS: usize = 10;
 
 /// GETs `url`, following redirects itself: the user's headers go to `url`'s origin (scheme,
-/// host, port) only, and never again once a hop has left it; no Referer is ever sent.
-async fn get(
+/// host, port) only, and never again once a hop has left it; `extra` (a range, preconditions)
+/// goes to every hop; no Referer is ever sent.
+pub(crate) async fn get(
     client: &reqwest::Client,
     headers: &HeaderMap,
+    extra: &HeaderMap,
     url: &str,
 ) -> Result<reqwest::Response, Failure> {
     let mut response = client
         .get(url)
         .headers(headers.clone())
+        .headers(extra.clone())
         .send()
         .await
         .map_err(|e| failure(e, url))?;
@@ -212,7 +229,7 @@ async fn get(
                 })
             })?;
         trusted &= next.origin() == origin;
-        let mut request = client.get(next);
+        let mut request = client.get(next).headers(extra.clone());
         if trusted {
             request = request.headers(headers.clone());
         }
@@ -234,7 +251,7 @@ async fn attempt(
     stats: &IoStats,
 ) -> Result<Bytes, Failure> {
     let _request = stats.request();
-    let mut response = get(client, headers, url).await?;
+    let mut response = get(client, headers, &HeaderMap::new(), url).await?;
     let status = response.status();
     if !status.is_success() {
         let error = Error::Http {
@@ -267,7 +284,7 @@ async fn attempt(
 
 /// Classifies a reqwest error: a timeout, a bad URL, or a failed request of the kind its
 /// source errors show (worth another attempt unless [`RequestKind::is_transient`] says no).
-fn failure(error: reqwest::Error, url: &str) -> Failure {
+pub(crate) fn failure(error: reqwest::Error, url: &str) -> Failure {
     if error.is_timeout() {
         return Failure::TimedOut;
     }

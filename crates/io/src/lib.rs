@@ -5,6 +5,10 @@
 //! - [`HttpDataset`], [`FileDataset`], [`ObjectStoreDataset`]: the datasets, each with a
 //!   `from_template` constructor ([`template`]), behind the cargo features `http`,
 //!   `object-store` and `file` (all on by default; `file` alone builds no HTTP or TLS stack).
+//! - [`TarDataset`]: the samples of tar shards (WebDataset layout) on any of those, one range
+//!   read per sample ([`tar`]).
+//! - [`Cache`] and [`Cached`]: a local disk cache with a byte budget for the datasets that
+//!   fetch over the network, shared by the processes of a machine.
 //! - [`Error`]: the one error type, classified by [`Error::kind`] ([`ErrorKind`]).
 //!
 //! A caller on a plain thread fetches many items at once through [`Runtime::block_on`]:
@@ -32,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+mod cache;
 mod dataset;
 mod error;
 #[cfg(feature = "file")]
@@ -45,6 +50,8 @@ mod redact;
 mod retry;
 mod runtime;
 mod stats;
+#[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
+pub mod tar;
 pub mod template;
 #[cfg(any(feature = "http", feature = "object-store"))]
 mod tls;
@@ -52,6 +59,7 @@ mod tls;
 #[cfg(any(test, feature = "test-server"))]
 pub mod test_server;
 
+pub use cache::{Cache, CacheKey, CacheSnapshot, Cached};
 pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
 pub use error::{Error, ErrorKind, RequestKind};
 #[cfg(feature = "file")]
@@ -69,4 +77,6 @@ pub use retry::RETRY_STATUSES;
 pub use retry::{RetryOptions, seconds};
 pub use runtime::{MAX_THREADS, Runtime};
 pub use stats::{IoSnapshot, IoStats};
+#[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
+pub use tar::{Sample, TarDataset, TarOptions};
 pub use template::{Column, Target, Template};

@@ -177,56 +177,8 @@ impl ObjectStoreDataset {
         keys: Locations,
         options: ObjectStoreOptions,
     ) -> Result<ObjectStoreDataset, Error> {
-        let parsed = url::Url::parse(url)
-            .map_err(|e| Error::invalid(format!("invalid URL {}: {e}", redact_url(url))))?;
-        let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|_| {
-            Error::invalid(format!(
-                "unsupported URL {}: expected s3://, gs://, az://, https:// or file://",
-                redact_url(url)
-            ))
-        })?;
-        let store_options = match scheme {
-            ObjectStoreScheme::AmazonS3 => Parsed::S3(parse_options(
-                &options.options,
-                "s3",
-                AmazonS3Builder::is_timeout,
-            )?),
-            ObjectStoreScheme::GoogleCloudStorage => Parsed::Gcs(parse_options(
-                &options.options,
-                "gs",
-                GoogleCloudStorageBuilder::is_timeout,
-            )?),
-            ObjectStoreScheme::MicrosoftAzure => Parsed::Azure(parse_options(
-                &options.options,
-                "azure",
-                MicrosoftAzureBuilder::is_timeout,
-            )?),
-            ObjectStoreScheme::Http => {
-                Parsed::Http(parse_options(&options.options, "http", |k| {
-                    matches!(k, ClientConfigKey::Timeout)
-                })?)
-            }
-            ObjectStoreScheme::Local => {
-                if let Some((key, _)) = options.options.first() {
-                    return Err(Error::invalid(format!(
-                        "unknown option '{key}': file:// URLs take no options"
-                    )));
-                }
-                Parsed::Local
-            }
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unsupported URL {}: expected s3://, gs://, az://, https:// or file://",
-                    redact_url(url)
-                )));
-            }
-        };
+        let (config, prefix) = Config::from_url(url, &options.options, options.fetch.timeout)?;
         let base = redact_url(url).trim_end_matches('/').to_owned();
-        let config = Config {
-            url: parsed,
-            options: store_options,
-            timeout: options.fetch.timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
-        };
         ObjectStoreDataset::build(
             Source::Config(config),
             base,
@@ -319,6 +271,60 @@ fn env_var(env: &Env, name: &str) -> Option<String> {
 }
 
 impl Config {
+    /// The store of `url` with `options` (checked against its keys) and the path in it.
+    fn from_url(
+        url: &str,
+        options: &[(String, String)],
+        timeout: Option<Duration>,
+    ) -> Result<(Config, Path), Error> {
+        let parsed = url::Url::parse(url)
+            .map_err(|e| Error::invalid(format!("invalid URL {}: {e}", redact_url(url))))?;
+        let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(|_| {
+            Error::invalid(format!(
+                "unsupported URL {}: expected s3://, gs://, az://, https:// or file://",
+                redact_url(url)
+            ))
+        })?;
+        let store_options = match scheme {
+            ObjectStoreScheme::AmazonS3 => {
+                Parsed::S3(parse_options(options, "s3", AmazonS3Builder::is_timeout)?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => Parsed::Gcs(parse_options(
+                options,
+                "gs",
+                GoogleCloudStorageBuilder::is_timeout,
+            )?),
+            ObjectStoreScheme::MicrosoftAzure => Parsed::Azure(parse_options(
+                options,
+                "azure",
+                MicrosoftAzureBuilder::is_timeout,
+            )?),
+            ObjectStoreScheme::Http => Parsed::Http(parse_options(options, "http", |k| {
+                matches!(k, ClientConfigKey::Timeout)
+            })?),
+            ObjectStoreScheme::Local => {
+                if let Some((key, _)) = options.first() {
+                    return Err(Error::invalid(format!(
+                        "unknown option '{key}': file:// URLs take no options"
+                    )));
+                }
+                Parsed::Local
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unsupported URL {}: expected s3://, gs://, az://, https:// or file://",
+                    redact_url(url)
+                )));
+            }
+        };
+        let config = Config {
+            url: parsed,
+            options: store_options,
+            timeout: timeout.unwrap_or(DEFAULT_OBJECT_TIMEOUT),
+        };
+        Ok((config, path))
+    }
+
     fn build(&self) -> Result<Arc<dyn ObjectStore>, Error> {
         self.build_with(&process_env())
     }
@@ -550,6 +556,11 @@ impl Dataset for ObjectStoreDataset {
         self.inner.keys.len() as u64
     }
 
+    fn cache_key(&self, index: u64) -> Option<String> {
+        let key = self.inner.keys.get(index).ok()?;
+        Some(format!("object\0{}\0{key}", self.inner.base))
+    }
+
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
         let inner = self.inner.clone();
         Box::pin(async move { inner.fetch(index).await })
@@ -558,6 +569,54 @@ impl Dataset for ObjectStoreDataset {
     fn io_stats(&self) -> Option<&IoStats> {
         Some(&self.inner.stats)
     }
+}
+
+/// The store of one object URL, built on first use and again in a forked child, for the
+/// datasets that read parts of objects (tar shards).
+pub(crate) struct StoreRef {
+    config: Config,
+    store: PerProcess<Arc<dyn ObjectStore>>,
+}
+
+impl StoreRef {
+    /// The store of `url` and the object's path in it; the store is built here once (so a bad
+    /// configuration fails now).
+    pub(crate) fn open(
+        url: &str,
+        options: &[(String, String)],
+        timeout: Option<Duration>,
+    ) -> Result<(StoreRef, Path), Error> {
+        let (config, path) = Config::from_url(url, options, timeout)?;
+        let store = StoreRef {
+            config,
+            store: PerProcess::new(),
+        };
+        store.store()?;
+        Ok((store, path))
+    }
+
+    pub(crate) fn store(&self) -> Result<&Arc<dyn ObjectStore>, Error> {
+        self.store.get_or_try_init(|| self.config.build())
+    }
+
+    /// The store's URL up to the path (scheme and bucket), which tells two stores apart.
+    pub(crate) fn root(url: &str) -> String {
+        match url::Url::parse(url) {
+            Ok(parsed) => parsed[..url::Position::BeforePath].to_owned(),
+            Err(_) => url.to_owned(),
+        }
+    }
+}
+
+/// Runs one attempt of a request to a store, so that its failure can be classified by
+/// [`classify`] from the status the attempt saw.
+pub(crate) async fn observed<T>(attempt: impl Future<Output = T>) -> T {
+    LAST_RESPONSE.scope(Cell::new(None), attempt).await
+}
+
+/// [`store_failure`], for the datasets outside this module (inside [`observed`]).
+pub(crate) fn classify(error: object_store::Error, location: &str, attempt: u32) -> Failure {
+    store_failure(error, location, attempt)
 }
 
 /// What the last HTTP response of an attempt said.

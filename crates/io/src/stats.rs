@@ -1,5 +1,5 @@
-//! Counters of a Rust dataset's I/O: requests in flight, bytes fetched, retries. Relaxed
-//! atomics, shared by every fetch of the dataset.
+//! Counters of a Rust dataset's I/O: requests in flight, bytes fetched, retries, cache hits.
+//! Relaxed atomics, shared by every fetch of the dataset.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,6 +9,7 @@ pub struct IoStats {
     in_flight: AtomicU64,
     bytes: AtomicU64,
     retries: AtomicU64,
+    cache_hits: AtomicU64,
 }
 
 /// A copy of [`IoStats`] at one moment.
@@ -20,6 +21,8 @@ pub struct IoSnapshot {
     pub bytes: u64,
     /// Attempts after the first one.
     pub retries: u64,
+    /// Items read from a local cache instead ([`crate::Cached`]).
+    pub cache_hits: u64,
 }
 
 /// A request under way; counted in flight until dropped.
@@ -39,6 +42,7 @@ impl IoStats {
             requests_in_flight: self.in_flight.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
         }
     }
 
@@ -53,6 +57,10 @@ impl IoStats {
         if n > 1 {
             self.retries.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub(crate) fn cache_hit(&self) {
+        self.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn fetched(&self, bytes: usize) {

@@ -17,6 +17,14 @@ use pyo3::prelude::*;
 use dlrs_core::LoadError;
 use dlrs_io::ErrorKind;
 
+pyo3::create_exception!(
+    dataloader_rs,
+    ShardChangedError,
+    PyOSError,
+    "A tar shard is not the one its index was made from (its size, ETag, Last-Modified or \
+     modification time differ): nothing of it was read with the old index."
+);
+
 /// A configuration the core refused: always the caller's fault.
 pub fn core_error(e: &dlrs_core::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -51,11 +59,16 @@ pub fn no_stop_iteration(py: Python<'_>, err: PyErr, what: &str) -> PyErr {
 /// A `dlrs-io` error as a Python exception, chosen from its [`dlrs_io::Error::kind`]: bad values
 /// and over-limit items are `ValueError`; an I/O error becomes the `OSError` subclass of its kind
 /// (`FileNotFoundError` for `NotFound`, ...), with its errno when the OS gave one; an HTTP status
-/// or a failed request is a plain `OSError`. Messages are already redacted by `dlrs-io`.
+/// or a failed request is a plain `OSError`; malformed data (a truncated or corrupt tar shard)
+/// is `ValueError`, as corrupt images are; a shard that changed since it was indexed is
+/// `ShardChangedError`, an `OSError`. Messages are already redacted by `dlrs-io`.
 pub fn io_error(e: &dlrs_io::Error) -> PyErr {
     let message = e.to_string();
     match e.kind() {
-        ErrorKind::InvalidArgument | ErrorKind::TooLarge => PyValueError::new_err(message),
+        ErrorKind::InvalidArgument | ErrorKind::TooLarge | ErrorKind::InvalidData => {
+            PyValueError::new_err(message)
+        }
+        ErrorKind::Changed => ShardChangedError::new_err(message),
         ErrorKind::InvalidType => PyTypeError::new_err(message),
         ErrorKind::IndexOutOfRange => PyIndexError::new_err(message),
         ErrorKind::TimedOut => PyTimeoutError::new_err(message),

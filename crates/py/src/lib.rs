@@ -7,7 +7,8 @@
 //! - [`run`]: sharding, resume progress and skipped samples, kept across epochs.
 //! - [`seam`]: waiting on Rust with the interpreter released and signals checked.
 //! - [`attach`]: the loader's threads attach to the interpreter keeping one thread state each.
-//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset` and their arguments.
+//! - [`datasets`]: `HttpDataset`, `FileDataset`, `ObjectStoreDataset`, `TarDataset` and their
+//!   arguments.
 //! - [`worker`]: `get_worker_info()` and per-item seeds on the loader's threads.
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //! - [`gc`]: what the loader's pyclasses report to the garbage collector.
@@ -54,6 +55,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<datasets::HttpDataset>()?;
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;
+    m.add_class::<datasets::TarDataset>()?;
+    m.add(
+        "ShardChangedError",
+        m.py().get_type::<errors::ShardChangedError>(),
+    )?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(parked_workers, m)?)?;
     m.add_function(wrap_pyfunction!(worker::worker_state, m)?)?;

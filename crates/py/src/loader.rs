@@ -144,7 +144,18 @@ impl Loader {
                 pipeline,
             ),
             "rust" => {
-                let dataset = rust_dataset(required(spec.dataset, "dataset", kind)?.bind(py))?;
+                let object = required(spec.dataset, "dataset", kind)?;
+                let dataset = rust_dataset(object.bind(py))?;
+                let mut pipeline = pipeline;
+                pipeline.tar_samples = crate::datasets::yields_tar_samples(object.bind(py));
+                if pipeline.tar_samples
+                    && matches!(
+                        pipeline.transform,
+                        Some(crate::pipeline::ItemTransform::Native(_))
+                    )
+                {
+                    return Err(crate::pipeline::tar_needs_a_member());
+                }
                 let item_concurrency = common.item_concurrency;
                 Self::over_futures(
                     &common,
@@ -357,6 +368,7 @@ impl Loader {
         d.set_item("requests_in_flight", io.map(|s| s.requests_in_flight))?;
         d.set_item("bytes_fetched", io.map(|s| s.bytes))?;
         d.set_item("retries", io.map(|s| s.retries))?;
+        d.set_item("cache_hits", io.map(|s| s.cache_hits))?;
         Ok(d)
     }
 

@@ -14,12 +14,12 @@ use pyo3::PyTraverseError;
 use pyo3::exceptions::PyValueError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use dlrs_transforms::{Collator, Image, Item, Transform};
 
 use crate::batch::{ImageBatch, ImageCollator, collate_list};
-use crate::errors::{image_error, no_stop_iteration};
+use crate::errors::{image_error, io_error, no_stop_iteration};
 use crate::run::Skipper;
 use crate::transforms::{PyTransform, item_from_py, item_into_py};
 use crate::worker::ItemInfo;
@@ -30,6 +30,8 @@ pub enum Sample {
     Py(Py<PyAny>),
     /// Bytes fetched in Rust.
     Bytes(bytes::Bytes),
+    /// A sample of a `TarDataset` (its tar fragment), a dict `{extension: bytes}` in Python.
+    Tar(bytes::Bytes),
     /// An item made by a native transform (an image, or bytes it let through).
     Native(Item),
 }
@@ -40,9 +42,20 @@ impl Sample {
         match self {
             Self::Py(obj) => Ok(obj.into_bound(py)),
             Self::Bytes(b) => Ok(PyBytes::new(py, &b).into_any()),
+            Self::Tar(b) => Ok(tar_sample(py, &b)?.into_any()),
             Self::Native(item) => item_into_py(py, item),
         }
     }
+}
+
+/// A `TarDataset` item, the tar fragment of one sample, as `{extension: bytes}`.
+pub fn tar_sample<'py>(py: Python<'py>, fragment: &bytes::Bytes) -> PyResult<Bound<'py, PyDict>> {
+    let sample = dlrs_io::Sample::from_fragment(fragment).map_err(|e| io_error(&e))?;
+    let dict = PyDict::new(py);
+    for (ext, data) in sample.members() {
+        dict.set_item(ext, PyBytes::new(py, data))?;
+    }
+    Ok(dict)
 }
 
 /// The per-item transform.
@@ -80,6 +93,8 @@ pub struct Pipeline {
     pub stats: Arc<ItemStats>,
     /// Skips failed items of a Rust or async source (a Python source has its own in `Calls`).
     pub skipper: Arc<Skipper>,
+    /// The items are `TarDataset` samples (dicts in Python), not bytes.
+    pub tar_samples: bool,
 }
 
 /// A loaded batch and the number of items in it (fewer than its indices when some were skipped).
@@ -118,6 +133,7 @@ impl Pipeline {
                 info: ItemInfo::default(),
                 stats: Arc::default(),
                 skipper: Arc::default(),
+                tar_samples: false,
             }
         }
     }
@@ -171,6 +187,7 @@ impl Pipeline {
             ItemTransform::Native(t) => {
                 let item = match sample {
                     Sample::Bytes(b) => Item::Bytes(b),
+                    Sample::Tar(_) => return Err(tar_needs_a_member()),
                     Sample::Native(item) => item,
                     Sample::Py(obj) => crate::attach::attach(|py| item_from_py(obj.bind(py)))?,
                 };
@@ -251,6 +268,15 @@ impl Pipeline {
             Ok(batch.unbind())
         }
     }
+}
+
+/// Why a native transform cannot take a whole `TarDataset` sample.
+pub fn tar_needs_a_member() -> PyErr {
+    PyValueError::new_err(
+        "the dataloader_rs.transforms take one member of a TarDataset sample: make the \
+         dataset with member='jpg' (its items are then that member's bytes), or use a Python \
+         transform that picks the member, e.g. lambda s: decode(s['jpg'])",
+    )
 }
 
 /// Calls a Python transform `f` on item `index`'s `sample`.

@@ -19,6 +19,12 @@
 //! [`LoopbackServer::scripted`] answers each request with the [`Reply`] its route gives instead,
 //! faults included, and records the requests' headers.
 //!
+//! [`LoopbackServer::files`] serves files (GET and HEAD) with single byte ranges (206,
+//! `Content-Range`), an `ETag` and `If-Match` (412 when it differs): files put in memory by
+//! the test ([`LoopbackServer::put_file`]). [`LoopbackServer::serve_dir`] serves the standard
+//! routes and, before them, the files under a directory the same way (`/<path>`, no `..`; the
+//! ETag is made of the size and modification time; only the range asked for is read).
+//!
 //! Every answer waits for the latency first, counted from the end of the request's head, timed
 //! by a thread of the server's own (never early, about 0.1 ms late: see `timer`). Bodies of
 //! `/bytes/<n>` are made once (a prefix of the longest one made so far) and written without a
@@ -91,6 +97,12 @@ enum Answer {
         headers: Vec<(&'static str, String)>,
         body: Bytes,
     },
+    /// The head of an answer to HEAD: the length the body would have, no body.
+    Head {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        length: u64,
+    },
     Chunked(Vec<Vec<u8>>),
     Truncated {
         announced: usize,
@@ -114,10 +126,18 @@ impl Answer {
 enum Routes {
     /// The routes of the module's table.
     Standard {
+        /// A directory whose files are served before the routes.
+        root: Option<std::path::PathBuf>,
         /// Requests seen per `/flaky/...` path.
         flaky: Mutex<HashMap<String, u32>>,
         /// The longest `/bytes/<n>` body made so far; shorter ones are its prefixes.
         bodies: Mutex<Bytes>,
+    },
+    /// Files in memory, with ranges.
+    Files {
+        memory: Mutex<HashMap<String, (Bytes, String)>>,
+        /// The headers of every request (lower-case names), in arrival order.
+        headers: Mutex<Vec<HashMap<String, String>>>,
     },
     /// A route given by the test, with what the requests were.
     Scripted {
@@ -142,10 +162,41 @@ struct State {
 impl State {
     /// What to answer to a request for `target` with these headers, and the wait before (a
     /// [`Reply::Delayed`]'s).
-    fn answer(&self, target: &str, headers: HashMap<String, String>) -> (Duration, Answer) {
+    fn answer(
+        &self,
+        method: &str,
+        target: &str,
+        headers: HashMap<String, String>,
+    ) -> (Duration, Answer) {
         match &self.routes {
-            Routes::Standard { flaky, bodies } => {
+            Routes::Files {
+                memory,
+                headers: all,
+            } => {
                 let path = target.split(['?', '#']).next().unwrap_or("/");
+                let found = lock(memory).get(path).cloned();
+                let answer = match found {
+                    Some((body, etag)) => {
+                        let total = body.len() as u64;
+                        file_answer(total, etag, Ok(body), method, &headers)
+                    }
+                    None => Answer::new(404, &b"not found"[..]),
+                };
+                lock(all).push(headers);
+                (Duration::ZERO, answer)
+            }
+            Routes::Standard {
+                root,
+                flaky,
+                bodies,
+            } => {
+                let path = target.split(['?', '#']).next().unwrap_or("/");
+                if let Some((file, total, etag)) = disk_file(root.as_deref(), path) {
+                    return (
+                        Duration::ZERO,
+                        file_answer(total, etag, Err(file), method, &headers),
+                    );
+                }
                 (Duration::ZERO, standard(path, flaky, bodies))
             }
             Routes::Scripted {
@@ -186,6 +237,111 @@ impl State {
         }
         longest.slice(..n)
     }
+}
+
+/// The answer to `method` for a file of `total` bytes and this ETag, whose content is in
+/// memory (`Ok`) or in a file read in the range asked for (`Err`), with these request headers.
+fn file_answer(
+    total: u64,
+    etag: String,
+    content: Result<Bytes, std::fs::File>,
+    method: &str,
+    headers: &HashMap<String, String>,
+) -> Answer {
+    if let Some(wanted) = headers.get("if-match")
+        && wanted != "*"
+        && wanted != &etag
+    {
+        return Answer::new(412, &b"precondition failed"[..]);
+    }
+    let mut answer_headers = vec![("ETag", etag), ("Accept-Ranges", "bytes".to_owned())];
+    let (status, (start, end)) = match headers.get("range").map(|r| byte_range(r, total)) {
+        Some(Some((start, end))) => {
+            answer_headers.push((
+                "Content-Range",
+                format!("bytes {start}-{}/{total}", end - 1),
+            ));
+            (206, (start, end))
+        }
+        Some(None) => {
+            return Answer::Full {
+                status: 416,
+                headers: vec![("Content-Range", format!("bytes */{total}"))],
+                body: Bytes::new(),
+            };
+        }
+        None => (200, (0, total)),
+    };
+    if method == "HEAD" {
+        return Answer::Head {
+            status,
+            headers: answer_headers,
+            length: end - start,
+        };
+    }
+    let body = match content {
+        Ok(body) => body.slice(start as usize..end as usize),
+        Err(file) => match read_range(&file, start, end) {
+            Ok(body) => body,
+            Err(_) => return Answer::new(500, &b"cannot read the file"[..]),
+        },
+    };
+    Answer::Full {
+        status,
+        headers: answer_headers,
+        body,
+    }
+}
+
+/// The file at `path` under `root`, its size and ETag (size and modification time).
+fn disk_file(root: Option<&std::path::Path>, path: &str) -> Option<(std::fs::File, u64, String)> {
+    let relative = path.trim_start_matches('/');
+    if relative.split('/').any(|c| c == ".." || c.is_empty()) {
+        return None;
+    }
+    let file = std::fs::File::open(root?.join(relative)).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let etag = format!("\"{:x}-{modified:x}\"", meta.len());
+    Some((file, meta.len(), etag))
+}
+
+/// The bytes `start..end` of `file`.
+fn read_range(file: &std::fs::File, start: u64, end: u64) -> io::Result<Bytes> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut body = vec![0u8; (end - start) as usize];
+    let mut file = file;
+    file.seek(SeekFrom::Start(start))?;
+    file.read_exact(&mut body)?;
+    Ok(Bytes::from(body))
+}
+
+/// The bytes `start..end` of a `bytes=a-b`, `bytes=a-` or `bytes=-n` range over `total`
+/// bytes; `None` when it is past the end.
+fn byte_range(value: &str, total: u64) -> Option<(u64, u64)> {
+    let spec = value.trim().strip_prefix("bytes=")?;
+    let (first, last) = spec.split_once('-')?;
+    let (start, end) = if first.is_empty() {
+        let n: u64 = last.parse().ok()?;
+        (total.saturating_sub(n), total)
+    } else {
+        let start: u64 = first.parse().ok()?;
+        let end = if last.is_empty() {
+            total
+        } else {
+            last.parse::<u64>().ok()?.saturating_add(1).min(total)
+        };
+        (start, end)
+    };
+    (start < end).then_some((start, end))
 }
 
 /// The answer of the standard routes to `path` (without its query).
@@ -250,7 +406,18 @@ impl LoopbackServer {
     /// Starts a server of the standard routes on `127.0.0.1:port` (0: a free port) that answers
     /// every request after `delay`.
     pub fn start_on(port: u16, delay: Duration) -> io::Result<LoopbackServer> {
+        LoopbackServer::serve_dir(port, delay, None)
+    }
+
+    /// Starts a server of the standard routes on `127.0.0.1:port` (0: a free port) that
+    /// answers every request after `delay`, serving the files under `root` (if any) first.
+    pub fn serve_dir(
+        port: u16,
+        delay: Duration,
+        root: Option<std::path::PathBuf>,
+    ) -> io::Result<LoopbackServer> {
         let routes = Routes::Standard {
+            root,
             flaky: Mutex::default(),
             bodies: Mutex::default(),
         };
@@ -268,6 +435,30 @@ impl LoopbackServer {
             headers: Mutex::default(),
         };
         LoopbackServer::spawn(0, Duration::ZERO, routes)
+    }
+
+    /// Starts a server on a free port of the files put with [`LoopbackServer::put_file`]
+    /// (anything else is a 404), recording the requests' headers.
+    pub fn files() -> io::Result<LoopbackServer> {
+        let routes = Routes::Files {
+            memory: Mutex::default(),
+            headers: Mutex::default(),
+        };
+        LoopbackServer::spawn(0, Duration::ZERO, routes)
+    }
+
+    /// Serves `body` at `path` with this `etag` (replacing what was there) on a files server.
+    pub fn put_file(&self, path: &str, body: impl Into<Bytes>, etag: &str) {
+        if let Routes::Files { memory, .. } = &self.state.routes {
+            lock(memory).insert(path.to_owned(), (body.into(), etag.to_owned()));
+        }
+    }
+
+    /// Stops serving `path` (a 404 from now on) on a files server.
+    pub fn remove_file(&self, path: &str) {
+        if let Routes::Files { memory, .. } = &self.state.routes {
+            lock(memory).remove(path);
+        }
     }
 
     fn spawn(port: u16, delay: Duration, routes: Routes) -> io::Result<LoopbackServer> {
@@ -359,14 +550,16 @@ impl LoopbackServer {
     pub fn hits(&self, target: &str) -> u32 {
         match &self.state.routes {
             Routes::Scripted { hits, .. } => lock(hits).get(target).copied().unwrap_or(0),
-            Routes::Standard { .. } => 0,
+            Routes::Standard { .. } | Routes::Files { .. } => 0,
         }
     }
 
-    /// The headers of every request so far (lower-case names); none when not scripted.
+    /// The headers of every request so far (lower-case names); none from the standard routes.
     pub fn request_headers(&self) -> Vec<HashMap<String, String>> {
         match &self.state.routes {
-            Routes::Scripted { headers, .. } => lock(headers).clone(),
+            Routes::Scripted { headers, .. } | Routes::Files { headers, .. } => {
+                lock(headers).clone()
+            }
             Routes::Standard { .. } => Vec::new(),
         }
     }
@@ -405,11 +598,9 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) -> io::Result<()> {
         let head = String::from_utf8_lossy(&buf[..end]).into_owned();
         buf.drain(..end);
         let mut lines = head.split("\r\n");
-        let target = lines
-            .next()
-            .and_then(|line| line.split_whitespace().nth(1))
-            .unwrap_or("/")
-            .to_owned();
+        let mut request_line = lines.next().unwrap_or("").split_whitespace();
+        let method = request_line.next().unwrap_or("GET").to_owned();
+        let target = request_line.next().unwrap_or("/").to_owned();
         let headers: HashMap<String, String> = lines
             .filter_map(|line| line.split_once(':'))
             .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_owned()))
@@ -434,7 +625,7 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) -> io::Result<()> {
         if !state.delay.is_zero() {
             state.timer.sleep_until(due).await;
         }
-        let (wait, answer) = state.answer(&target, headers);
+        let (wait, answer) = state.answer(&method, &target, headers);
         if !wait.is_zero() {
             state.timer.sleep_until(Instant::now() + wait).await;
         }
@@ -468,6 +659,22 @@ async fn write(stream: &mut TcpStream, answer: Answer, close: bool) -> io::Resul
             stream.write_all_buf(&mut answer).await?;
             Ok(!close)
         }
+        Answer::Head {
+            status,
+            headers,
+            length,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Length: {length}\r\n{connection}",
+                reason(status),
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            stream.write_all(head.as_bytes()).await?;
+            Ok(!close)
+        }
         Answer::Chunked(chunks) => {
             let mut out =
                 format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{connection}\r\n")
@@ -499,12 +706,15 @@ async fn write(stream: &mut TcpStream, answer: Answer, close: bool) -> io::Resul
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        206 => "Partial Content",
         301 => "Moved Permanently",
         302 => "Found",
         307 => "Temporary Redirect",
         400 => "Bad Request",
         403 => "Forbidden",
         404 => "Not Found",
+        412 => "Precondition Failed",
+        416 => "Range Not Satisfiable",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
@@ -568,7 +778,7 @@ mod tests {
         assert_eq!(get(&server, "/bytes/9000?i=3").1, bytes_body(9000));
         match &server.state.routes {
             Routes::Standard { bodies, .. } => assert_eq!(lock(bodies).len(), 9000),
-            Routes::Scripted { .. } => unreachable!(),
+            Routes::Scripted { .. } | Routes::Files { .. } => unreachable!(),
         }
         assert_eq!(
             get(&server, &format!("/bytes/{}", MAX_BODY + 1)).0,
@@ -622,5 +832,61 @@ mod tests {
         assert_eq!(headers[0]["x-token"], "t");
         assert_eq!(headers[2]["connection"], "close");
         assert_eq!((server.requests(), server.connections()), (3, 1));
+    }
+
+    /// Sends `request` on a new connection and reads the whole answer (head and body).
+    fn exchange(server: &LoopbackServer, request: &str) -> String {
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn a_directory_is_served_with_ranges_before_the_routes() {
+        let dir = std::env::temp_dir().join(format!("dlrs-serve-dir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/f.bin"), b"0123456789").unwrap();
+        let server = LoopbackServer::serve_dir(0, Duration::ZERO, Some(dir.clone())).unwrap();
+        let close = "Connection: close\r\n";
+        let range = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nRange: bytes=2-4\r\n{close}\r\n"),
+        );
+        assert!(
+            range.starts_with("HTTP/1.1 206 Partial Content\r\n"),
+            "{range}"
+        );
+        assert!(range.contains("Content-Range: bytes 2-4/10\r\n"), "{range}");
+        assert!(range.ends_with("\r\n\r\n234"), "{range}");
+        let etag = range
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .unwrap()
+            .to_owned();
+        let head = exchange(&server, &format!("HEAD /sub/f.bin HTTP/1.1\r\n{close}\r\n"));
+        assert!(head.contains("Content-Length: 10\r\n") && head.ends_with("\r\n\r\n"));
+        let matched = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nIf-Match: {etag}\r\n{close}\r\n"),
+        );
+        assert!(matched.ends_with("0123456789"), "{matched}");
+        let refused = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nIf-Match: \"x\"\r\n{close}\r\n"),
+        );
+        assert!(refused.starts_with("HTTP/1.1 412 "), "{refused}");
+        let past = exchange(
+            &server,
+            &format!("GET /sub/f.bin HTTP/1.1\r\nRange: bytes=10-\r\n{close}\r\n"),
+        );
+        assert!(past.starts_with("HTTP/1.1 416 "), "{past}");
+        assert_eq!(get(&server, "/item/3").1, b"item-3");
+        assert_eq!(
+            get(&server, "/sub/../sub/f.bin").0,
+            "HTTP/1.1 404 Not Found"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,5 +1,6 @@
-//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`);
-//! the sources that load them are in [`crate::sources`].
+//! The Rust datasets as Python classes (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`,
+//! `TarDataset`); the sources that load them are in [`crate::sources`]. The network ones take
+//! a local cache (`cache_dir=`, `cache_bytes=`: a [`dlrs_io::Cached`] around the dataset).
 //!
 //! - [`args`]: reading the constructors' arguments.
 //!
@@ -11,11 +12,14 @@ pub mod args;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 
-use dlrs_io::{Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime, redact_url};
+use dlrs_io::{
+    Cache, Cached, Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime, TarOptions,
+    redact_url,
+};
 
 use crate::errors::io_error;
 use crate::seam::{SIGNAL_SLICE, Slice, wait_interruptibly};
@@ -35,9 +39,29 @@ fn py_len(dataset: &dyn Dataset) -> usize {
     usize::try_from(dataset.len()).unwrap_or(usize::MAX)
 }
 
+/// Runs `future` on the runtime of `dataset[i]` on the calling thread, with the interpreter
+/// released and Ctrl-C checked.
+fn wait_for<T: Send>(
+    py: Python<'_>,
+    future: impl std::future::Future<Output = Result<T, dlrs_io::Error>> + Send,
+) -> PyResult<T> {
+    let runtime = getitem_runtime()?;
+    // Pinned here, so a slice that ends leaves the future running for the next one.
+    let mut future = std::pin::pin!(future);
+    let outcome = wait_interruptibly(py, |slice| {
+        let slice = slice.unwrap_or(SIGNAL_SLICE);
+        match runtime.block_on_checked(future.as_mut(), slice, || Err(())) {
+            Ok(Err(())) => Slice::Pending,
+            Err(e) | Ok(Ok(Err(e))) => Slice::Ready(Err(e)),
+            Ok(Ok(Ok(value))) => Slice::Ready(Ok(value)),
+        }
+    })?;
+    outcome.map_err(|e| io_error(&e))
+}
+
 /// Fetches item `index` (negative counts from the end) on the calling thread, with the
 /// interpreter released and Ctrl-C checked.
-fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py<PyBytes>> {
+fn fetch_bytes(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<bytes::Bytes> {
     let len = dataset.len();
     let magnitude = index.unsigned_abs() as u64;
     let resolved = if index < 0 {
@@ -50,34 +74,117 @@ fn fetch_one(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<Py
             "index {index} is out of range for a dataset of {len} items"
         )));
     };
-    let runtime = getitem_runtime()?;
-    // Pinned here, so a slice that ends leaves the fetch running for the next one.
-    let mut future = std::pin::pin!(dataset.fetch(i));
-    let outcome = wait_interruptibly(py, |slice| {
-        let slice = slice.unwrap_or(SIGNAL_SLICE);
-        match runtime.block_on_checked(future.as_mut(), slice, || Err(())) {
-            Ok(Err(())) => Slice::Pending,
-            Err(e) | Ok(Ok(Err(e))) => Slice::Ready(Err(e)),
-            Ok(Ok(Ok(bytes))) => Slice::Ready(Ok(bytes)),
+    wait_for(py, dataset.fetch(i))
+}
+
+/// What the Python classes of the Rust datasets share.
+trait RustClass {
+    /// The dataset, read through its cache if it has one.
+    fn dataset(&self) -> Arc<dyn Dataset>;
+
+    /// An item as Python sees it: its bytes, unless the class says otherwise.
+    fn item<'py>(&self, py: Python<'py>, bytes: &bytes::Bytes) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyBytes::new(py, bytes).into_any())
+    }
+}
+
+/// `dataset`, read through `cache` if there is one.
+fn through(dataset: Arc<dyn Dataset>, cache: Option<&Arc<Cache>>) -> Arc<dyn Dataset> {
+    match cache {
+        Some(cache) => Arc::new(Cached::new(dataset, cache.clone())),
+        None => dataset,
+    }
+}
+
+/// The keywords of a local cache.
+const CACHE_KEYWORDS: [&str; 2] = ["cache_dir", "cache_bytes"];
+
+/// The cache `cache_dir=` and `cache_bytes=` ask for (opened now), or none.
+fn cache_arg(py: Python<'_>, kw: &args::Keywords<'_>) -> PyResult<Option<Arc<Cache>>> {
+    let budget = kw
+        .get("cache_bytes")
+        .map(|v| args::non_negative("cache_bytes", v))
+        .transpose()?;
+    let Some(dir) = kw.get("cache_dir") else {
+        if budget.is_some() {
+            return Err(PyValueError::new_err(
+                "cache_bytes is the budget of a cache: give cache_dir too",
+            ));
         }
+        return Ok(None);
+    };
+    let dir: std::path::PathBuf = dir.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "cache_dir must be a str or os.PathLike, got {}",
+            crate::text::type_name(dir)
+        ))
     })?;
-    let bytes = outcome.map_err(|e| io_error(&e))?;
-    Ok(PyBytes::new(py, &bytes).unbind())
+    let cache = py
+        .detach(|| Cache::open(dir, budget))
+        .map_err(|e| io_error(&e))?;
+    Ok(Some(cache))
+}
+
+/// `, cache_dir=..., cache_bytes=...` for a repr.
+fn shown_cache(cache: Option<&Arc<Cache>>) -> String {
+    match cache {
+        Some(cache) => {
+            let budget = match cache.budget() {
+                u64::MAX => "None".to_owned(),
+                b => b.to_string(),
+            };
+            format!(
+                ", cache_dir={}, cache_bytes={budget}",
+                quoted(&cache.dir().to_string_lossy())
+            )
+        }
+        None => String::new(),
+    }
+}
+
+/// What the cache of a dataset did, as a dict, or None without a cache.
+fn cache_stats<'py>(
+    py: Python<'py>,
+    cache: Option<&Arc<Cache>>,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(cache) = cache else {
+        return Ok(None);
+    };
+    let s = cache.snapshot();
+    let d = PyDict::new(py);
+    d.set_item("hits", s.hits)?;
+    d.set_item("misses", s.misses)?;
+    d.set_item("written", s.written)?;
+    d.set_item("not_admitted", s.not_admitted)?;
+    d.set_item("corrupt", s.corrupt)?;
+    d.set_item("evicted", s.evicted)?;
+    d.set_item("bytes", s.bytes)?;
+    d.set_item("writes_off", s.writes_off)?;
+    Ok(Some(d))
+}
+
+/// Whether the items of the Rust dataset `obj` are `TarDataset` samples (dicts), not bytes.
+pub fn yields_tar_samples(obj: &Bound<'_, PyAny>) -> bool {
+    obj.cast::<TarDataset>()
+        .is_ok_and(|d| d.get().inner.member().is_none())
 }
 
 /// The Rust dataset behind a Python object, or TypeError.
 pub fn rust_dataset(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dataset>> {
     if let Ok(d) = obj.cast::<HttpDataset>() {
-        return Ok(Arc::new(d.get().inner.clone()));
+        return Ok(d.get().dataset());
     }
     if let Ok(d) = obj.cast::<FileDataset>() {
-        return Ok(Arc::new(d.get().inner.clone()));
+        return Ok(d.get().dataset());
     }
     if let Ok(d) = obj.cast::<ObjectStoreDataset>() {
-        return Ok(Arc::new(d.get().inner.clone()));
+        return Ok(d.get().dataset());
+    }
+    if let Ok(d) = obj.cast::<TarDataset>() {
+        return Ok(d.get().dataset());
     }
     Err(PyTypeError::new_err(format!(
-        "expected HttpDataset, FileDataset or ObjectStoreDataset, got {}",
+        "expected HttpDataset, FileDataset, ObjectStoreDataset or TarDataset, got {}",
         crate::text::type_name(obj)
     )))
 }
@@ -95,21 +202,37 @@ fn quoted(text: &str) -> String {
 // the defaults, as `_native.pyi` does; stubtest compares the two, and
 // tests/test_rust_datasets.py checks that passing those defaults changes nothing.
 
-/// The `#[pymethods]` of a Rust dataset class: its constructors (`{ ... }`), then what every
-/// one has: `len()`, `dataset[i]` (one item fetched now, on the calling thread, for a look at
-/// the data; loaders fetch many at once) and its `repr`.
+/// The `#[pymethods]` of a Rust dataset class: its constructors and own methods (`{ ... }`),
+/// then what every one has: `len()`, `dataset[i]` (one item fetched now, on the calling
+/// thread, for a look at the data; loaders fetch many at once; through the cache if there is
+/// one) and its `repr`; with `cached`, also `cache_stats()`.
 macro_rules! dataset_methods {
-    ($class:ident, { $($constructors:tt)* }) => {
+    ($class:ident, { $($methods:tt)* }) => {
+        dataset_methods!(@impl $class, { $($methods)* }, {});
+    };
+    ($class:ident, cached, { $($methods:tt)* }) => {
+        dataset_methods!(@impl $class, { $($methods)* }, {
+            /// What the local cache did (hits, misses, written, not_admitted, corrupt,
+            /// evicted, bytes, writes_off), or None without one.
+            fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+                cache_stats(py, self.cache.as_ref())
+            }
+        });
+    };
+    (@impl $class:ident, { $($methods:tt)* }, { $($extra:tt)* }) => {
         #[pymethods]
         impl $class {
-            $($constructors)*
+            $($methods)*
+
+            $($extra)*
 
             fn __len__(&self) -> usize {
                 py_len(&self.inner)
             }
 
-            fn __getitem__(&self, py: Python<'_>, index: isize) -> PyResult<Py<PyBytes>> {
-                fetch_one(py, &self.inner, index)
+            fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
+                let bytes = fetch_bytes(py, &*self.dataset(), index)?;
+                self.item(py, &bytes)
             }
 
             fn __repr__(&self) -> String {
@@ -123,13 +246,14 @@ macro_rules! dataset_methods {
 #[pyclass(frozen, module = "dataloader_rs._native", name = "HttpDataset")]
 pub struct HttpDataset {
     inner: dlrs_io::HttpDataset,
+    cache: Option<Arc<Cache>>,
     /// What the dataset was made from, without secrets (no query, no header values).
     shown: String,
 }
 
 impl HttpDataset {
     /// The keywords of the constructors (beyond `length`).
-    const KEYWORDS: [&str; 7] = [
+    const KEYWORDS: [&str; 9] = [
         "headers",
         "timeout",
         "connect_timeout",
@@ -137,6 +261,8 @@ impl HttpDataset {
         "backoff",
         "max_backoff",
         "max_bytes",
+        "cache_dir",
+        "cache_bytes",
     ];
 
     fn options(kw: &args::Keywords<'_>) -> PyResult<HttpOptions> {
@@ -165,12 +291,19 @@ impl HttpDataset {
     }
 }
 
-dataset_methods!(HttpDataset, {
+impl RustClass for HttpDataset {
+    fn dataset(&self) -> Arc<dyn Dataset> {
+        through(Arc::new(self.inner.clone()), self.cache.as_ref())
+    }
+}
+
+dataset_methods!(HttpDataset, cached, {
     #[new]
     #[pyo3(
         signature = (urls, **options),
         text_signature = "(urls, *, headers=None, timeout=30.0, connect_timeout=10.0, retries=3, \
-                          backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
+                          backoff=0.1, max_backoff=5.0, max_bytes=67108864, cache_dir=None, \
+                          cache_bytes=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -180,18 +313,24 @@ dataset_methods!(HttpDataset, {
         let kw = args::Keywords::new("HttpDataset", options, &Self::KEYWORDS)?;
         let urls = args::strs("urls", urls)?;
         let options = Self::options(&kw)?;
+        let cache = cache_arg(py, &kw)?;
         let first = urls.first().map_or_else(String::new, |u| {
             format!(", first {}", quoted(&redact_url(u)))
         });
         let shown = format!(
-            "HttpDataset({} URLs{first}{})",
+            "HttpDataset({} URLs{first}{}{})",
             urls.len(),
-            Self::shown_options(&options)
+            Self::shown_options(&options),
+            shown_cache(cache.as_ref())
         );
         let inner = py
             .detach(|| dlrs_io::HttpDataset::new(urls, options))
             .map_err(|e| io_error(&e))?;
-        Ok(Self { inner, shown })
+        Ok(Self {
+            inner,
+            cache,
+            shown,
+        })
     }
 
     /// A dataset of the URLs made from `template` with the values of `columns` (and `{index}`).
@@ -200,7 +339,7 @@ dataset_methods!(HttpDataset, {
         signature = (template, columns=None, **options),
         text_signature = "($cls, template, columns=None, *, length=None, headers=None, \
                           timeout=30.0, connect_timeout=10.0, retries=3, backoff=0.1, \
-                          max_backoff=5.0, max_bytes=67108864)"
+                          max_backoff=5.0, max_bytes=67108864, cache_dir=None, cache_bytes=None)"
     )]
     fn from_template(
         _cls: &Bound<'_, PyType>,
@@ -215,18 +354,24 @@ dataset_methods!(HttpDataset, {
         let columns = args::columns(columns)?;
         let length = args::length(kw.get("length"))?;
         let options = Self::options(&kw)?;
+        let cache = cache_arg(py, &kw)?;
         let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
         let shown_options = Self::shown_options(&options);
         let inner = py
             .detach(|| dlrs_io::HttpDataset::from_template(template, columns, length, options))
             .map_err(|e| io_error(&e))?;
         let shown = format!(
-            "HttpDataset.from_template({}, columns=[{}], length={}{shown_options})",
+            "HttpDataset.from_template({}, columns=[{}], length={}{shown_options}{})",
             quoted(&redact_url(template)),
             names.join(", "),
             inner.len(),
+            shown_cache(cache.as_ref())
         );
-        Ok(Self { inner, shown })
+        Ok(Self {
+            inner,
+            cache,
+            shown,
+        })
     }
 });
 
@@ -240,6 +385,12 @@ pub struct FileDataset {
 impl FileDataset {
     fn options(kw: &args::Keywords<'_>) -> PyResult<FetchOptions> {
         kw.fetch(FetchOptions::FILE)
+    }
+}
+
+impl RustClass for FileDataset {
+    fn dataset(&self) -> Arc<dyn Dataset> {
+        Arc::new(self.inner.clone())
     }
 }
 
@@ -320,6 +471,7 @@ dataset_methods!(FileDataset, {
 #[pyclass(frozen, module = "dataloader_rs._native", name = "ObjectStoreDataset")]
 pub struct ObjectStoreDataset {
     inner: dlrs_io::ObjectStoreDataset,
+    cache: Option<Arc<Cache>>,
     shown: String,
 }
 
@@ -334,6 +486,7 @@ impl ObjectStoreDataset {
     fn keywords() -> Vec<&'static str> {
         let mut known = vec!["options"];
         known.extend(args::FETCH_KEYWORDS);
+        known.extend(CACHE_KEYWORDS);
         known
     }
 
@@ -348,12 +501,18 @@ impl ObjectStoreDataset {
     }
 }
 
-dataset_methods!(ObjectStoreDataset, {
+impl RustClass for ObjectStoreDataset {
+    fn dataset(&self) -> Arc<dyn Dataset> {
+        through(Arc::new(self.inner.clone()), self.cache.as_ref())
+    }
+}
+
+dataset_methods!(ObjectStoreDataset, cached, {
     #[new]
     #[pyo3(
         signature = (url, keys, **options),
         text_signature = "(url, keys, *, options=None, timeout=None, retries=3, backoff=0.1, \
-                          max_backoff=5.0, max_bytes=67108864)"
+                          max_backoff=5.0, max_bytes=67108864, cache_dir=None, cache_bytes=None)"
     )]
     fn new(
         py: Python<'_>,
@@ -364,16 +523,22 @@ dataset_methods!(ObjectStoreDataset, {
         let kw = args::Keywords::new("ObjectStoreDataset", options, &Self::keywords())?;
         let keys = args::strs("keys", keys)?;
         let options = Self::options(&kw)?;
+        let cache = cache_arg(py, &kw)?;
         let shown = format!(
-            "ObjectStoreDataset({}, {} keys{})",
+            "ObjectStoreDataset({}, {} keys{}{})",
             quoted(&redact_url(url)),
             keys.len(),
-            Self::shown_options(&options)
+            Self::shown_options(&options),
+            shown_cache(cache.as_ref())
         );
         let inner = py
             .detach(|| dlrs_io::ObjectStoreDataset::new(url, keys, options))
             .map_err(|e| io_error(&e))?;
-        Ok(Self { inner, shown })
+        Ok(Self {
+            inner,
+            cache,
+            shown,
+        })
     }
 
     /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`.
@@ -382,7 +547,7 @@ dataset_methods!(ObjectStoreDataset, {
         signature = (url, template, columns=None, **options),
         text_signature = "($cls, url, template, columns=None, *, length=None, options=None, \
                           timeout=None, retries=3, backoff=0.1, max_backoff=5.0, \
-                          max_bytes=67108864)"
+                          max_bytes=67108864, cache_dir=None, cache_bytes=None)"
     )]
     fn from_template(
         _cls: &Bound<'_, PyType>,
@@ -398,6 +563,7 @@ dataset_methods!(ObjectStoreDataset, {
         let columns = args::columns(columns)?;
         let length = args::length(kw.get("length"))?;
         let options = Self::options(&kw)?;
+        let cache = cache_arg(py, &kw)?;
         let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
         let shown_options = Self::shown_options(&options);
         let inner = py
@@ -406,12 +572,183 @@ dataset_methods!(ObjectStoreDataset, {
             })
             .map_err(|e| io_error(&e))?;
         let shown = format!(
-            "ObjectStoreDataset.from_template({}, {}, columns=[{}], length={}{shown_options})",
+            "ObjectStoreDataset.from_template({}, {}, columns=[{}], length={}{shown_options}{})",
             quoted(&redact_url(url)),
             quoted(template),
             names.join(", "),
             inner.len(),
+            shown_cache(cache.as_ref())
         );
-        Ok(Self { inner, shown })
+        Ok(Self {
+            inner,
+            cache,
+            shown,
+        })
+    }
+});
+
+/// Item i is sample i of tar shards (WebDataset layout) at paths, http(s) or object-store
+/// URLs: a dict `{extension: bytes}`, or with `member=` that member's bytes.
+#[pyclass(frozen, module = "dataloader_rs._native", name = "TarDataset")]
+pub struct TarDataset {
+    inner: dlrs_io::TarDataset,
+    cache: Option<Arc<Cache>>,
+    shown: String,
+}
+
+impl TarDataset {
+    fn keywords() -> Vec<&'static str> {
+        let mut known = vec![
+            "member",
+            "index_dir",
+            "headers",
+            "options",
+            "connect_timeout",
+        ];
+        known.extend(args::FETCH_KEYWORDS);
+        known.extend(CACHE_KEYWORDS);
+        known
+    }
+}
+
+/// The shards' locations: str (a path or a URL) or os.PathLike, as str.
+fn locations(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if value.is_instance_of::<PyString>() || value.is_instance_of::<PyBytes>() {
+        return Err(PyTypeError::new_err(format!(
+            "locations must be a sequence of str or os.PathLike, not a single {}",
+            crate::text::type_name(value)
+        )));
+    }
+    let iter = value.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "locations must be a sequence of str or os.PathLike, got {}",
+            crate::text::type_name(value)
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        if let Ok(s) = item.cast::<PyString>() {
+            out.push(s.to_str()?.to_owned());
+            continue;
+        }
+        let path = args::path("locations", i, &item)?;
+        let text = path.to_str().ok_or_else(|| {
+            PyValueError::new_err(format!("locations: item {i} is not valid UTF-8"))
+        })?;
+        out.push(text.to_owned());
+    }
+    Ok(out)
+}
+
+impl RustClass for TarDataset {
+    fn dataset(&self) -> Arc<dyn Dataset> {
+        through(Arc::new(self.inner.clone()), self.cache.as_ref())
+    }
+
+    /// `{extension: bytes}`, or the member's bytes with `member=`.
+    fn item<'py>(&self, py: Python<'py>, bytes: &bytes::Bytes) -> PyResult<Bound<'py, PyAny>> {
+        if self.inner.member().is_some() {
+            return Ok(PyBytes::new(py, bytes).into_any());
+        }
+        Ok(crate::pipeline::tar_sample(py, bytes)?.into_any())
+    }
+}
+
+dataset_methods!(TarDataset, cached, {
+    #[new]
+    #[pyo3(
+        signature = (locations, **options),
+        text_signature = "(locations, *, member=None, index_dir=None, cache_dir=None, \
+                          cache_bytes=None, headers=None, options=None, timeout=30.0, \
+                          connect_timeout=10.0, retries=3, backoff=0.1, max_backoff=5.0, \
+                          max_bytes=67108864)"
+    )]
+    fn new(
+        py: Python<'_>,
+        locations: &Bound<'_, PyAny>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let kw = args::Keywords::new("TarDataset", options, &Self::keywords())?;
+        let locations = self::locations(locations)?;
+        let member = match kw.get("member") {
+            None => None,
+            Some(m) => Some(
+                m.cast::<PyString>()
+                    .map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "member must be a str (an extension such as 'jpg'), got {}",
+                            crate::text::type_name(m)
+                        ))
+                    })?
+                    .to_str()?
+                    .to_ascii_lowercase(),
+            ),
+        };
+        let headers = args::str_pairs("headers", kw.get("headers"))?;
+        let store_options = args::str_pairs("options", kw.get("options"))?;
+        let connect_timeout = kw.seconds("connect_timeout", Some(Duration::from_secs(10)))?;
+        let fetch = kw.fetch(FetchOptions::HTTP)?;
+        let cache = cache_arg(py, &kw)?;
+        let index_dir = match kw.get("index_dir") {
+            Some(dir) => Some(dir.extract::<std::path::PathBuf>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "index_dir must be a str or os.PathLike, got {}",
+                    crate::text::type_name(dir)
+                ))
+            })?),
+            None => match &cache {
+                Some(cache) => Some(cache.dir().join("tar-index")),
+                None => dlrs_io::tar::default_index_dir(),
+            },
+        };
+        let first = locations.first().map_or_else(String::new, |l| {
+            format!(", first {}", quoted(&redact_url(l)))
+        });
+        let shown_member = member
+            .as_deref()
+            .map_or_else(String::new, |m| format!(", member={}", quoted(m)));
+        let count = locations.len();
+        let options = TarOptions {
+            fetch,
+            headers,
+            connect_timeout,
+            store_options,
+            member,
+            index_dir,
+        };
+        let inner = wait_for(py, dlrs_io::TarDataset::open(locations, options))?;
+        let shown = format!(
+            "TarDataset({count} shards{first}, {} samples{shown_member}{})",
+            inner.len(),
+            shown_cache(cache.as_ref())
+        );
+        Ok(Self {
+            inner,
+            cache,
+            shown,
+        })
+    }
+
+    /// The key of sample `index` (`'000123'` for `000123.jpg`), read from the index.
+    fn key(&self, index: u64) -> PyResult<String> {
+        self.inner.key(index).map(str::to_owned).ok_or_else(|| {
+            PyIndexError::new_err(format!(
+                "index {index} is out of range for a dataset of {} items",
+                self.inner.len()
+            ))
+        })
+    }
+
+    /// The number of shards.
+    #[getter]
+    fn num_shards(&self) -> usize {
+        self.inner.shards()
+    }
+
+    /// The member an item is (`member=`), or None: the whole sample.
+    #[getter]
+    fn member(&self) -> Option<&str> {
+        self.inner.member()
     }
 });

@@ -16,7 +16,8 @@ use crate::errors::io_error;
 use crate::gc::only;
 use crate::pipeline::{Loaded, Pipeline, Sample};
 
-/// A Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`), loaded a batch at a time.
+/// A Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`, `TarDataset`), loaded a
+/// batch at a time.
 pub type RustSource = dlrs_io::Pipeline<PyStages>;
 
 /// The loader's transform, skipping and collation, as the stages of a [`dlrs_io::Pipeline`]
@@ -54,10 +55,15 @@ impl Stages for PyStages {
     type Error = PyErr;
 
     fn transform(&self, at: &ItemAt, bytes: Bytes) -> PyResult<Sample> {
+        let sample = if self.0.tar_samples {
+            Sample::Tar(bytes)
+        } else {
+            Sample::Bytes(bytes)
+        };
         if self.0.transform.is_none() {
-            return Ok(Sample::Bytes(bytes));
+            return Ok(sample);
         }
-        self.transform_sample(at, Sample::Bytes(bytes))
+        self.transform_sample(at, sample)
     }
 
     fn runs_on_pool(&self) -> bool {

@@ -1,0 +1,700 @@
+//! A local disk cache of fetched items, shared by the processes of one machine, and
+//! [`Cached`], a dataset read through it.
+//!
+//! Entries are files named by a 64-bit hash of the item's key (its rank). Under the byte budget
+//! the cache keeps the items of lowest rank: a new item is admitted while it fits, or when it
+//! ranks below cached ones, which it evicts (highest rank first); otherwise it is not admitted.
+//! The cached set therefore does not depend on the order items come in, and settles after
+//! one epoch: under a full shuffle an LRU cache smaller than the data misses on almost every
+//! item, this one hits on the same fraction of items every epoch.
+//!
+//! Each entry is written to a temporary file and renamed into place, so a reader sees a whole
+//! entry or none. Its header holds a second hash of the key, the payload's length and its
+//! CRC-32: a truncated or corrupt entry is removed and read again from the source. Processes
+//! sharing a directory learn each other's entries by listing it again (at most once a
+//! second, when they write). A write that fails (a full disk, a read-only directory) stops
+//! the cache from writing, with one warning on stderr; reads of what is cached go on.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use dlrs_core::sync::lock;
+
+use crate::dataset::Dataset;
+use crate::error::Error;
+use crate::stats::IoStats;
+
+/// The entry format's version, the name of the directory the entries are in.
+const VERSION_DIR: &str = "v1";
+
+/// An entry's first bytes.
+const MAGIC: &[u8; 8] = b"DLRSCE1\0";
+
+/// Magic, key check, payload length, CRC-32, reserved.
+const HEADER: usize = 8 + 8 + 8 + 4 + 4;
+
+/// How often a writer lists the directory again to learn the other processes' entries.
+const RESCAN: Duration = Duration::from_secs(1);
+
+/// Temporary files older than this are left over by a process that died; they are removed.
+const STALE_TEMP: Duration = Duration::from_secs(600);
+
+/// A stable 64-bit hash of `data` (FNV-1a, then a SplitMix64 finish), the same in every
+/// process and build: the cache's and the tar index's file names come from it.
+pub(crate) fn stable_hash(data: &[u8], seed: u64) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// An item's place in the cache: its rank (the file name, and the order of admission) and a
+/// second hash that tells two keys of one rank apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheKey {
+    rank: u64,
+    check: u64,
+}
+
+impl CacheKey {
+    /// The place of the item whose key is `key` (a URL, a shard and a byte range, ...).
+    pub fn of(key: &str) -> CacheKey {
+        CacheKey {
+            rank: stable_hash(key.as_bytes(), 1),
+            check: stable_hash(key.as_bytes(), 2),
+        }
+    }
+
+    /// The rank: lower ranks are kept first when the budget is short.
+    pub fn rank(&self) -> u64 {
+        self.rank
+    }
+}
+
+/// What the cache has done since it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheSnapshot {
+    /// Items read from the cache.
+    pub hits: u64,
+    /// Items looked up and not found (or found corrupt).
+    pub misses: u64,
+    /// Items written.
+    pub written: u64,
+    /// Items not admitted (over the budget, and ranked above every cached item).
+    pub not_admitted: u64,
+    /// Entries found truncated or corrupt (and removed).
+    pub corrupt: u64,
+    /// Entries removed to make room for items of lower rank.
+    pub evicted: u64,
+    /// The bytes this process counts in the directory (entries and their headers).
+    pub bytes: u64,
+    /// Whether writing stopped after a failed write.
+    pub writes_off: bool,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    written: AtomicU64,
+    not_admitted: AtomicU64,
+    corrupt: AtomicU64,
+    evicted: AtomicU64,
+}
+
+/// What this process knows of the directory: rank → bytes on disk.
+#[derive(Debug)]
+struct Known {
+    entries: BTreeMap<u64, u64>,
+    used: u64,
+    scanned: Instant,
+}
+
+impl Known {
+    fn insert(&mut self, rank: u64, size: u64) {
+        if let Some(old) = self.entries.insert(rank, size) {
+            self.used -= old;
+        }
+        self.used += size;
+    }
+
+    fn remove(&mut self, rank: u64) {
+        if let Some(old) = self.entries.remove(&rank) {
+            self.used -= old;
+        }
+    }
+}
+
+/// A cache directory with a byte budget: the items of lowest rank that fit are kept, written
+/// atomically and checked when read (see [`Cached`] for a dataset read through one).
+#[derive(Debug)]
+pub struct Cache {
+    dir: PathBuf,
+    root: PathBuf,
+    budget: u64,
+    known: Mutex<Known>,
+    writes_off: AtomicBool,
+    temp_names: AtomicU64,
+    counters: Counters,
+}
+
+impl Cache {
+    /// Opens (or creates) the cache in `dir`, which keeps at most `budget` bytes (`None`: no
+    /// limit but the disk's). Lists what other runs left there.
+    pub fn open(dir: impl Into<PathBuf>, budget: Option<u64>) -> Result<Arc<Cache>, Error> {
+        let dir = dir.into();
+        let root = dir.join(VERSION_DIR);
+        let shown = dir.display().to_string();
+        fs::create_dir_all(root.join("tmp")).map_err(|e| Error::io(&shown, e))?;
+        let cache = Cache {
+            dir,
+            root,
+            budget: budget.unwrap_or(u64::MAX),
+            known: Mutex::new(Known {
+                entries: BTreeMap::new(),
+                used: 0,
+                scanned: Instant::now(),
+            }),
+            writes_off: AtomicBool::new(false),
+            temp_names: AtomicU64::new(0),
+            counters: Counters::default(),
+        };
+        cache.remove_stale_temps();
+        cache.rescan();
+        Ok(Arc::new(cache))
+    }
+
+    /// The directory given.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The budget in bytes (`u64::MAX`: none).
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> CacheSnapshot {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CacheSnapshot {
+            hits: load(&c.hits),
+            misses: load(&c.misses),
+            written: load(&c.written),
+            not_admitted: load(&c.not_admitted),
+            corrupt: load(&c.corrupt),
+            evicted: load(&c.evicted),
+            bytes: lock(&self.known).used,
+            writes_off: self.writes_off.load(Ordering::Relaxed),
+        }
+    }
+
+    fn path(&self, rank: u64) -> PathBuf {
+        self.root
+            .join(format!("{:02x}", rank >> 56))
+            .join(format!("{rank:016x}"))
+    }
+
+    /// Reads the entry of `key`, if it is there and whole (blocking).
+    pub fn get(&self, key: CacheKey) -> Option<Bytes> {
+        let found = self.read(key);
+        let counter = if found.is_some() {
+            &self.counters.hits
+        } else {
+            &self.counters.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    fn read(&self, key: CacheKey) -> Option<Bytes> {
+        let path = self.path(key.rank);
+        let mut file = File::open(&path).ok()?;
+        let len = file.metadata().ok()?.len();
+        let mut data = Vec::with_capacity(usize::try_from(len).ok()?);
+        if file.read_to_end(&mut data).is_err() {
+            return None;
+        }
+        match check_entry(&data, key) {
+            Entry::Whole => {
+                lock(&self.known).insert(key.rank, data.len() as u64);
+                Some(Bytes::from(data).slice(HEADER..))
+            }
+            // Another key of the same rank: not this item's entry, and not broken.
+            Entry::OtherKey => None,
+            Entry::Broken => {
+                self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
+                let _ = fs::remove_file(&path);
+                lock(&self.known).remove(key.rank);
+                None
+            }
+        }
+    }
+
+    /// Writes `body` as the entry of `key` if the budget admits it (blocking). A failed write
+    /// stops the cache from writing (one warning); the item is simply not cached.
+    pub fn put(&self, key: CacheKey, body: &[u8]) {
+        if self.writes_off.load(Ordering::Relaxed) {
+            return;
+        }
+        let size = (HEADER + body.len()) as u64;
+        let Some(evicted) = self.admit(key.rank, size) else {
+            self.counters.not_admitted.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        for rank in &evicted {
+            let _ = fs::remove_file(self.path(*rank));
+        }
+        self.counters
+            .evicted
+            .fetch_add(evicted.len() as u64, Ordering::Relaxed);
+        match self.write(key, body) {
+            Ok(()) => {
+                self.counters.written.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                lock(&self.known).remove(key.rank);
+                self.stop_writing(&e);
+            }
+        }
+    }
+
+    /// Reserves `size` bytes for the entry of `rank`: the ranks to evict for it, or `None`
+    /// when it is not admitted (or is cached already).
+    fn admit(&self, rank: u64, size: u64) -> Option<Vec<u64>> {
+        if size > self.budget {
+            return None;
+        }
+        let stale = lock(&self.known).scanned.elapsed() >= RESCAN;
+        if stale {
+            self.rescan();
+        }
+        let mut known = lock(&self.known);
+        if known.entries.contains_key(&rank) {
+            return None;
+        }
+        let mut evicted = Vec::new();
+        let mut used = known.used;
+        for (&other, &other_size) in known.entries.iter().rev() {
+            if used.saturating_add(size) <= self.budget || other <= rank {
+                break;
+            }
+            used -= other_size;
+            evicted.push(other);
+        }
+        if used.saturating_add(size) > self.budget {
+            return None;
+        }
+        for other in &evicted {
+            known.remove(*other);
+        }
+        known.insert(rank, size);
+        Some(evicted)
+    }
+
+    fn write(&self, key: CacheKey, body: &[u8]) -> io::Result<()> {
+        let target = self.path(key.rank);
+        if let Some(dir) = target.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let temp = self.root.join("tmp").join(format!(
+            "{:016x}.{}.{}",
+            key.rank,
+            std::process::id(),
+            self.temp_names.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut file = File::create_new(&temp)?;
+            file.write_all(&header(key, body))?;
+            file.write_all(body)?;
+            fs::rename(&temp, &target)
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        written
+    }
+
+    fn stop_writing(&self, error: &io::Error) {
+        if !self.writes_off.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "dataloader-rs: the cache in {} stops writing ({error}); items are fetched \
+                 from their source",
+                self.dir.display()
+            );
+        }
+    }
+
+    /// Lists the entries in the directory again (sizes of the entries not known yet read
+    /// from their metadata).
+    fn rescan(&self) {
+        let old: BTreeMap<u64, u64> = lock(&self.known).entries.clone();
+        let mut entries = BTreeMap::new();
+        let Ok(dirs) = fs::read_dir(&self.root) else {
+            return;
+        };
+        for dir in dirs.flatten() {
+            let name = dir.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if name.len() != 2 || u8::from_str_radix(name, 16).is_err() {
+                continue;
+            }
+            let Ok(files) = fs::read_dir(dir.path()) else {
+                continue;
+            };
+            for file in files.flatten() {
+                let name = file.file_name();
+                let Some(rank) = name
+                    .to_str()
+                    .filter(|n| n.len() == 16)
+                    .and_then(|n| u64::from_str_radix(n, 16).ok())
+                else {
+                    continue;
+                };
+                let size = match old.get(&rank) {
+                    Some(&size) => size,
+                    None => match file.metadata() {
+                        Ok(m) => m.len(),
+                        Err(_) => continue,
+                    },
+                };
+                entries.insert(rank, size);
+            }
+        }
+        let used = entries.values().sum();
+        *lock(&self.known) = Known {
+            entries,
+            used,
+            scanned: Instant::now(),
+        };
+    }
+
+    fn remove_stale_temps(&self) {
+        let Ok(temps) = fs::read_dir(self.root.join("tmp")) else {
+            return;
+        };
+        for temp in temps.flatten() {
+            let old = temp
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_TEMP);
+            if old {
+                let _ = fs::remove_file(temp.path());
+            }
+        }
+    }
+}
+
+fn header(key: CacheKey, body: &[u8]) -> [u8; HEADER] {
+    let mut out = [0u8; HEADER];
+    out[..8].copy_from_slice(MAGIC);
+    out[8..16].copy_from_slice(&key.check.to_le_bytes());
+    out[16..24].copy_from_slice(&(body.len() as u64).to_le_bytes());
+    out[24..28].copy_from_slice(&crc32fast::hash(body).to_le_bytes());
+    out
+}
+
+enum Entry {
+    Whole,
+    OtherKey,
+    Broken,
+}
+
+fn check_entry(data: &[u8], key: CacheKey) -> Entry {
+    if data.len() < HEADER || &data[..8] != MAGIC {
+        return Entry::Broken;
+    }
+    let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or_default());
+    if word(8) != key.check {
+        return Entry::OtherKey;
+    }
+    let body = &data[HEADER..];
+    let crc = u32::from_le_bytes(data[24..28].try_into().unwrap_or_default());
+    if word(16) != body.len() as u64 || crc32fast::hash(body) != crc {
+        return Entry::Broken;
+    }
+    Entry::Whole
+}
+
+/// A dataset read through a [`Cache`]: an item found there is not fetched; an item fetched is
+/// written there (if admitted) before it is returned. Items whose dataset gives no
+/// [`Dataset::cache_key`] are fetched as they are.
+#[derive(Clone)]
+pub struct Cached {
+    inner: Arc<dyn Dataset>,
+    cache: Arc<Cache>,
+}
+
+impl std::fmt::Debug for Cached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cached")
+            .field("len", &self.inner.len())
+            .field("cache", &self.cache.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cached {
+    /// `dataset`, read through `cache`.
+    pub fn new(dataset: Arc<dyn Dataset>, cache: Arc<Cache>) -> Cached {
+        Cached {
+            inner: dataset,
+            cache,
+        }
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+}
+
+impl Dataset for Cached {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+        let Some(key) = self.inner.cache_key(index) else {
+            return self.inner.fetch(index);
+        };
+        let key = CacheKey::of(&key);
+        let (inner, cache) = (self.inner.clone(), self.cache.clone());
+        Box::pin(async move {
+            let reader = cache.clone();
+            if let Ok(Some(body)) = tokio::task::spawn_blocking(move || reader.get(key)).await {
+                if let Some(stats) = inner.io_stats() {
+                    stats.cache_hit();
+                }
+                return Ok(body);
+            }
+            let body = inner.fetch(index).await?;
+            let copy = body.clone();
+            // A failed write only leaves the item out of the cache.
+            let _ = tokio::task::spawn_blocking(move || cache.put(key, &copy)).await;
+            Ok(body)
+        })
+    }
+
+    fn io_stats(&self) -> Option<&IoStats> {
+        self.inner.io_stats()
+    }
+
+    fn cache_key(&self, index: u64) -> Option<String> {
+        self.inner.cache_key(index)
+    }
+}
+
+/// Makes the cache's writes fail, as a full disk does (tests only).
+#[cfg(test)]
+impl Cache {
+    fn fail_writes(self: &Arc<Self>) -> Arc<Cache> {
+        // A file where the temporary directory should be: every write fails.
+        let tmp = self.root.join("tmp");
+        fs::remove_dir_all(&tmp).unwrap();
+        fs::write(&tmp, b"").unwrap();
+        self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new() -> TempDir {
+            static NEXT: AtomicU32 = AtomicU32::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "dlrs-cache-test-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::SeqCst)
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn body(i: u64, len: usize) -> Vec<u8> {
+        (0..len).map(|j| (i as usize * 7 + j) as u8).collect()
+    }
+
+    #[test]
+    fn stable_hashes() {
+        // Fixed values: a change would orphan every cache and index on disk.
+        assert_eq!(stable_hash(b"", 0), stable_hash(b"", 0));
+        assert_ne!(stable_hash(b"a", 1), stable_hash(b"a", 2));
+        assert_ne!(stable_hash(b"a", 1), stable_hash(b"b", 1));
+        assert_eq!(stable_hash(b"http://h/x", 1), 0xa883_be39_73e8_cac7);
+    }
+
+    #[test]
+    fn entries_round_trip_across_opens() {
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        let key = CacheKey::of("http://h/0");
+        assert_eq!(cache.get(key), None);
+        cache.put(key, &body(0, 1000));
+        assert_eq!(cache.get(key).unwrap(), body(0, 1000));
+        assert_eq!(cache.get(CacheKey::of("http://h/1")), None);
+        let again = Cache::open(&dir.0, None).unwrap();
+        assert_eq!(again.get(key).unwrap(), body(0, 1000));
+        assert_eq!(again.snapshot().bytes, (HEADER + 1000) as u64);
+        let s = cache.snapshot();
+        assert_eq!((s.hits, s.misses, s.written), (1, 2, 1));
+    }
+
+    #[test]
+    fn corrupt_and_truncated_entries_are_dropped() {
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        for (i, damage) in [
+            |d: &mut Vec<u8>| d.truncate(d.len() - 1),
+            |d: &mut Vec<u8>| *d.last_mut().unwrap() ^= 1,
+            |d: &mut Vec<u8>| d[0] = b'X',
+            |d: &mut Vec<u8>| d.truncate(10),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let key = CacheKey::of(&format!("k{i}"));
+            cache.put(key, &body(1, 300));
+            let path = cache.path(key.rank);
+            let mut data = fs::read(&path).unwrap();
+            damage(&mut data);
+            fs::write(&path, &data).unwrap();
+            assert_eq!(cache.get(key), None, "damage {i}");
+            assert!(!path.exists(), "damage {i}");
+            // Written again, it is read again.
+            cache.put(key, &body(1, 300));
+            assert_eq!(cache.get(key).unwrap(), body(1, 300));
+        }
+        assert_eq!(cache.snapshot().corrupt, 4);
+    }
+
+    #[test]
+    fn a_budget_keeps_the_lowest_ranks_whatever_the_order() {
+        let keys: Vec<CacheKey> = (0..200)
+            .map(|i| CacheKey::of(&format!("item {i}")))
+            .collect();
+        let entry = (HEADER + 100) as u64;
+        let budget = 50 * entry;
+        let mut by_rank: Vec<usize> = (0..200).collect();
+        by_rank.sort_by_key(|&i| keys[i].rank);
+        let lowest: Vec<usize> = by_rank[..50].to_vec();
+        let mut sets = Vec::new();
+        for order in [0u64, 1, 2] {
+            let dir = TempDir::new();
+            let cache = Cache::open(&dir.0, Some(budget)).unwrap();
+            let mut indices: Vec<usize> = (0..200).collect();
+            // Three different orders: forward, backward, interleaved.
+            match order {
+                1 => indices.reverse(),
+                2 => indices.sort_by_key(|i| (i % 7, *i)),
+                _ => {}
+            }
+            for epoch in 0..3 {
+                let mut hits = 0;
+                for &i in &indices {
+                    if cache.get(keys[i]).is_some() {
+                        hits += 1;
+                    } else {
+                        cache.put(keys[i], &body(i as u64, 100));
+                    }
+                }
+                if epoch > 0 {
+                    assert_eq!(hits, 50, "order {order}, epoch {epoch}");
+                }
+            }
+            assert!(cache.snapshot().bytes <= budget);
+            let mut cached: Vec<usize> = (0..200)
+                .filter(|&i| cache.path(keys[i].rank).exists())
+                .collect();
+            cached.sort_by_key(|&i| keys[i].rank);
+            assert_eq!(cached, lowest, "order {order}");
+            sets.push(cached);
+        }
+        assert_eq!(sets[0], sets[1]);
+    }
+
+    #[test]
+    fn processes_sharing_a_directory_learn_each_others_entries() {
+        let dir = TempDir::new();
+        let entry = (HEADER + 100) as u64;
+        let a = Cache::open(&dir.0, Some(10 * entry)).unwrap();
+        let b = Cache::open(&dir.0, Some(10 * entry)).unwrap();
+        let keys: Vec<CacheKey> = (0..40)
+            .map(|i| CacheKey::of(&format!("shared {i}")))
+            .collect();
+        for (i, key) in keys.iter().enumerate().take(20) {
+            a.put(*key, &body(i as u64, 100));
+        }
+        // b reads what a wrote, without listing the directory.
+        assert!(keys[..20].iter().filter_map(|k| b.get(*k)).count() == 10);
+        // Once b lists the directory again, its writes respect the budget both share.
+        b.known.lock().unwrap().scanned -= RESCAN;
+        for (i, key) in keys.iter().enumerate().skip(20) {
+            b.put(*key, &body(i as u64, 100));
+        }
+        let on_disk = keys.iter().filter(|k| b.path(k.rank).exists()).count();
+        assert_eq!(on_disk, 10);
+        let mut ranks: Vec<u64> = keys.iter().map(|k| k.rank).collect();
+        ranks.sort_unstable();
+        assert!(
+            keys.iter()
+                .filter(|k| b.path(k.rank).exists())
+                .all(|k| k.rank <= ranks[9]),
+            "the lowest ranks of all 40"
+        );
+    }
+
+    #[test]
+    fn a_failed_write_stops_writing_and_reads_go_on() {
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        let kept = CacheKey::of("kept");
+        cache.put(kept, b"before");
+        let cache = cache.fail_writes();
+        cache.put(CacheKey::of("lost"), b"after");
+        cache.put(CacheKey::of("lost too"), b"after");
+        let s = cache.snapshot();
+        assert!(s.writes_off);
+        assert_eq!(s.written, 1);
+        assert_eq!(cache.get(CacheKey::of("lost")), None);
+        assert_eq!(cache.get(kept).unwrap(), &b"before"[..]);
+        assert_eq!(cache.snapshot().bytes, (HEADER + 6) as u64);
+    }
+
+    #[test]
+    fn an_item_over_the_budget_is_not_admitted() {
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, Some(100)).unwrap();
+        cache.put(CacheKey::of("big"), &[0; 100]);
+        assert_eq!(cache.snapshot().not_admitted, 1);
+        assert_eq!(cache.get(CacheKey::of("big")), None);
+        assert!(Cache::open("/proc/no/such/dir", None).is_err());
+    }
+}

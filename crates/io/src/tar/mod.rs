@@ -1,0 +1,575 @@
+//! `TarDataset`: the samples of tar shards (the WebDataset layout), each read with one range
+//! request (one positioned read for a file).
+//!
+//! Each shard is indexed once from its tar headers: member names, offsets and sizes. The index
+//! is kept in a directory ([`TarOptions::index_dir`]) with what the shard was (its size and
+//! ETag, Last-Modified or modification time), so a later run only asks each shard what it is
+//! now (a one-byte range request, a HEAD of an object, a `stat`).
+//! Members are grouped into samples by the WebDataset rule ([`split_name`]): `000123.jpg` and
+//! `000123.cls` are the sample `000123` with the extensions `jpg` and `cls`.
+//!
+//! Item `i` of the [`Dataset`] is sample `i`'s bytes as they are in the shard, from its first
+//! header to the end of its last member's data: a tar fragment, which [`Sample::from_fragment`]
+//! reads back as `{extension: bytes}` without a copy. With [`TarOptions::member`], item `i` is
+//! only that member's bytes (one smaller range), which an image transform takes as it is.
+//!
+//! Every read names the version it was indexed at (`If-Match` with a strong ETag, else
+//! `If-Unmodified-Since`; the answer's size, ETag and Last-Modified are compared too; a file's
+//! size, inode and modification time are checked before and after the read): a shard that
+//! changed is [`Error::Changed`], and no byte of it is read with the old index.
+
+mod index;
+mod parse;
+mod source;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
+
+use crate::dataset::{Dataset, FetchOptions};
+use crate::error::Error;
+use crate::redact::redact_url;
+use crate::stats::IoStats;
+
+use index::Version;
+use parse::Indexer;
+pub use parse::{Member, split_name};
+use source::{Place, Transports, parse_error};
+
+/// Shards indexed at once when a dataset is opened.
+const INDEX_CONCURRENCY: usize = 16;
+
+/// The options of a [`TarDataset`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct TarOptions {
+    /// Timeout, retries, `max_bytes` (the largest member). Default [`FetchOptions::HTTP`].
+    pub fetch: FetchOptions,
+    /// Headers of the requests to http(s) shards (to their origin only, as [`crate::HttpDataset`]).
+    pub headers: Vec<(String, String)>,
+    /// The time connecting to an http(s) shard's server may take. Default 10 s.
+    pub connect_timeout: Option<Duration>,
+    /// object_store configuration keys of the stores of `s3://`, `gs://`, `az://` shards (as
+    /// [`crate::ObjectStoreOptions::options`]).
+    pub store_options: Vec<(String, String)>,
+    /// The one member an item is (by extension, e.g. `jpg`); `None`: the whole sample.
+    pub member: Option<String>,
+    /// Where the shards' indexes are kept (`None`: not kept, every run indexes every shard).
+    pub index_dir: Option<PathBuf>,
+}
+
+impl Default for TarOptions {
+    fn default() -> Self {
+        TarOptions {
+            fetch: FetchOptions::HTTP,
+            headers: Vec::new(),
+            connect_timeout: Some(Duration::from_secs(10)),
+            store_options: Vec::new(),
+            member: None,
+            index_dir: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for TarOptions {
+    /// Shows header names and option keys, never their values (they may be credentials).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(k, _)| k.clone()).collect()
+        };
+        f.debug_struct("TarOptions")
+            .field("fetch", &self.fetch)
+            .field("headers", &keys(&self.headers))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("store_options", &keys(&self.store_options))
+            .field("member", &self.member)
+            .field("index_dir", &self.index_dir)
+            .finish()
+    }
+}
+
+/// The default place of the shards' indexes: `$XDG_CACHE_HOME/dataloader-rs/tar-index`, or
+/// `~/.cache/dataloader-rs/tar-index`.
+pub fn default_index_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("dataloader-rs").join("tar-index"))
+}
+
+/// One sample's members: `{extension: bytes}`, the bytes sharing the buffer they were read
+/// into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    key: String,
+    members: Vec<(String, Bytes)>,
+}
+
+impl Sample {
+    /// Reads the members of a sample's tar fragment (an item of a [`TarDataset`] without
+    /// [`TarOptions::member`]); members of other keys are left out.
+    pub fn from_fragment(fragment: &Bytes) -> Result<Sample, Error> {
+        let bad = |e: &parse::ParseError| parse_error("a tar sample", e);
+        let mut indexer = Indexer::fragment();
+        indexer.feed(fragment).map_err(|e| bad(&e))?;
+        let members = indexer.finish().map_err(|e| bad(&e))?;
+        let mut key: Option<String> = None;
+        let mut out = Vec::with_capacity(members.len());
+        for m in &members {
+            let Some((k, ext)) = split_name(&m.name) else {
+                continue;
+            };
+            match &key {
+                Some(first) if first != k => continue,
+                Some(_) => {}
+                None => key = Some(k.to_owned()),
+            }
+            let range = usize::try_from(m.data).unwrap_or(usize::MAX)
+                ..usize::try_from(m.end()).unwrap_or(usize::MAX);
+            out.push((ext, fragment.slice(range)));
+        }
+        Ok(Sample {
+            key: key.unwrap_or_default(),
+            members: out,
+        })
+    }
+
+    /// The sample's key (`000123` for `000123.jpg`).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The member of extension `ext`.
+    pub fn get(&self, ext: &str) -> Option<&Bytes> {
+        self.members.iter().find(|(e, _)| e == ext).map(|(_, b)| b)
+    }
+
+    /// The members, in the order of the shard.
+    pub fn members(&self) -> impl Iterator<Item = (&str, &Bytes)> {
+        self.members.iter().map(|(e, b)| (e.as_str(), b))
+    }
+
+    /// The members, owned.
+    pub fn into_members(self) -> Vec<(String, Bytes)> {
+        self.members
+    }
+}
+
+/// The samples of tar shards; see the [module docs](self).
+#[derive(Clone)]
+pub struct TarDataset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shards: Vec<Shard>,
+    samples: Vec<SampleRef>,
+    members: Vec<MemberRef>,
+    member: Option<String>,
+    max_bytes: u64,
+    transports: Transports,
+    stats: IoStats,
+}
+
+struct Shard {
+    /// What names the shard in its index and the cache (a canonical path, a redacted URL).
+    key: String,
+    /// The redacted location, for messages.
+    shown: String,
+    place: Place,
+    version: Version,
+}
+
+struct SampleRef {
+    shard: u32,
+    first: u32,
+    count: u32,
+    start: u64,
+    end: u64,
+    key: Box<str>,
+}
+
+struct MemberRef {
+    ext: Box<str>,
+    data: u64,
+    size: u64,
+}
+
+impl std::fmt::Debug for TarDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TarDataset")
+            .field("shards", &self.inner.shards.len())
+            .field("len", &self.inner.samples.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TarDataset {
+    /// Opens the shards at `locations` (paths, `file://`, `http(s)://`, `s3://`, `gs://` or
+    /// `az://` URLs): each is indexed, or its kept index is checked against what it is now.
+    /// A shard that cannot be read or is not a whole tar archive fails the whole dataset,
+    /// naming the shard.
+    pub async fn open(locations: Vec<String>, options: TarOptions) -> Result<TarDataset, Error> {
+        #[cfg_attr(
+            not(any(feature = "http", feature = "object-store")),
+            allow(unused_mut)
+        )]
+        let mut transports = Transports {
+            #[cfg(feature = "http")]
+            http: None,
+            #[cfg(feature = "object-store")]
+            stores: Vec::new(),
+            options: options.fetch,
+        };
+        #[cfg(feature = "object-store")]
+        let mut roots: Vec<String> = Vec::new();
+        let mut shards = Vec::with_capacity(locations.len());
+        for location in &locations {
+            let (place, shown, key) = match place_of(location)? {
+                #[cfg(feature = "file")]
+                Kind::File(path) => {
+                    let key = std::fs::canonicalize(&path)
+                        .unwrap_or_else(|_| path.clone())
+                        .display()
+                        .to_string();
+                    (Place::File(path.clone()), path.display().to_string(), key)
+                }
+                #[cfg(feature = "http")]
+                Kind::Http => {
+                    crate::http::check_url(location)?;
+                    if transports.http.is_none() {
+                        transports.http = Some(source::Http {
+                            headers: crate::http::header_map(&options.headers)?,
+                            connect_timeout: options.connect_timeout,
+                            client: dlrs_core::per_process::PerProcess::new(),
+                        });
+                    }
+                    let shown = redact_url(location);
+                    (Place::Http(location.clone()), shown.clone(), shown)
+                }
+                #[cfg(feature = "object-store")]
+                Kind::Object => {
+                    let root = crate::object::StoreRef::root(location);
+                    let (store, path) = crate::object::StoreRef::open(
+                        location,
+                        &options.store_options,
+                        options.fetch.timeout,
+                    )?;
+                    let at = match roots.iter().position(|r| *r == root) {
+                        Some(at) => at,
+                        None => {
+                            roots.push(root);
+                            transports.stores.push(store);
+                            transports.stores.len() - 1
+                        }
+                    };
+                    let shown = redact_url(location);
+                    (Place::Object { store: at, path }, shown.clone(), shown)
+                }
+            };
+            shards.push((place, shown, key));
+        }
+        let stats = IoStats::default();
+        let dir = options.index_dir.as_deref();
+        // Indices, not references, so that the future is Send (closures over references are
+        // not general enough for it).
+        let (shards_ref, transports_ref, stats_ref) = (&shards, &transports, &stats);
+        let indexed: Vec<(Version, Vec<Member>)> = futures::stream::iter(0..shards.len())
+            .map(|i| {
+                let (place, shown, key) = &shards_ref[i];
+                index_shard(transports_ref, place, shown, key, dir, stats_ref)
+            })
+            .buffered(INDEX_CONCURRENCY)
+            .try_collect()
+            .await?;
+        let mut samples = Vec::new();
+        let mut members = Vec::new();
+        let too_many = || Error::invalid("more than 2**32 members or shards");
+        for (at, ((_, shown, _), (_, found))) in shards.iter().zip(&indexed).enumerate() {
+            for group in parse::group(found).map_err(|e| parse_error(shown, &e))? {
+                let first = u32::try_from(members.len()).map_err(|_| too_many())?;
+                for (i, ext) in &group.members {
+                    let m = &found[*i];
+                    members.push(MemberRef {
+                        ext: ext.as_str().into(),
+                        data: m.data,
+                        size: m.size,
+                    });
+                }
+                let (first_member, last_member) = (
+                    &found[group.members[0].0],
+                    &found[group.members[group.members.len() - 1].0],
+                );
+                samples.push(SampleRef {
+                    shard: u32::try_from(at).map_err(|_| too_many())?,
+                    first,
+                    count: group.members.len() as u32,
+                    start: first_member.header,
+                    end: last_member.end(),
+                    key: group.key.into(),
+                });
+            }
+        }
+        let shards = shards
+            .into_iter()
+            .zip(indexed)
+            .map(|((place, shown, key), (version, _))| Shard {
+                key,
+                shown,
+                place,
+                version,
+            })
+            .collect();
+        Ok(TarDataset {
+            inner: Arc::new(Inner {
+                shards,
+                samples,
+                members,
+                member: options.member,
+                max_bytes: options.fetch.max_bytes,
+                transports,
+                stats,
+            }),
+        })
+    }
+
+    /// The key of sample `index`.
+    pub fn key(&self, index: u64) -> Option<&str> {
+        self.inner.sample(index).ok().map(|s| &*s.key)
+    }
+
+    /// The extensions of sample `index`'s members, in the order of the shard.
+    pub fn extensions(&self, index: u64) -> Option<Vec<&str>> {
+        let sample = self.inner.sample(index).ok()?;
+        Some(
+            self.inner
+                .members_of(sample)
+                .iter()
+                .map(|m| &*m.ext)
+                .collect(),
+        )
+    }
+
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    /// The shard sample `index` is in (its location, redacted).
+    pub fn shard_of(&self, index: u64) -> Option<&str> {
+        let sample = self.inner.sample(index).ok()?;
+        Some(&self.inner.shards[sample.shard as usize].shown)
+    }
+
+    /// The member an item is, if one was chosen.
+    pub fn member(&self) -> Option<&str> {
+        self.inner.member.as_deref()
+    }
+
+    /// Fetches the whole sample `index` (whatever [`TarOptions::member`] says).
+    pub fn sample(&self, index: u64) -> BoxFuture<'static, Result<Sample, Error>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let (shard, range) = inner.range(index, None)?;
+            let bytes = inner.read(shard, range).await?;
+            Sample::from_fragment(&bytes)
+        })
+    }
+}
+
+/// What kind of place a location names.
+enum Kind {
+    #[cfg(feature = "file")]
+    File(PathBuf),
+    #[cfg(feature = "http")]
+    Http,
+    #[cfg(feature = "object-store")]
+    Object,
+}
+
+fn place_of(location: &str) -> Result<Kind, Error> {
+    #[cfg(not(all(feature = "file", feature = "http", feature = "object-store")))]
+    let missing = |what: &str, feature: &str| {
+        Error::invalid(format!(
+            "{what} shards need dlrs-io's {feature} feature: {}",
+            redact_url(location)
+        ))
+    };
+    let scheme = location
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        None | Some("file") => {
+            #[cfg(feature = "file")]
+            {
+                let path = match scheme {
+                    None => PathBuf::from(location),
+                    Some(_) => url::Url::parse(location)
+                        .ok()
+                        .and_then(|u| u.to_file_path().ok())
+                        .ok_or_else(|| {
+                            Error::invalid(format!("invalid file URL {}", redact_url(location)))
+                        })?,
+                };
+                Ok(Kind::File(path))
+            }
+            #[cfg(not(feature = "file"))]
+            Err(missing("file", "`file`"))
+        }
+        Some("http" | "https") => {
+            #[cfg(feature = "http")]
+            return Ok(Kind::Http);
+            #[cfg(not(feature = "http"))]
+            Err(missing("http(s)", "`http`"))
+        }
+        Some(_) => {
+            #[cfg(feature = "object-store")]
+            return Ok(Kind::Object);
+            #[cfg(not(feature = "object-store"))]
+            Err(missing("object-store", "`object-store`"))
+        }
+    }
+}
+
+/// The version and members of one shard: its kept index if the shard is still what it was,
+/// else a new index (kept if there is a directory for it).
+async fn index_shard(
+    transports: &Transports,
+    place: &Place,
+    shown: &str,
+    key: &str,
+    dir: Option<&std::path::Path>,
+    stats: &IoStats,
+) -> Result<(Version, Vec<Member>), Error> {
+    let saved = match dir {
+        Some(dir) => {
+            let (dir, key) = (dir.to_owned(), key.to_owned());
+            tokio::task::spawn_blocking(move || index::load(&dir, &key))
+                .await
+                .ok()
+                .flatten()
+        }
+        None => None,
+    };
+    let version = transports.version(place, shown, stats).await?;
+    if let Some((indexed, members)) = saved
+        && indexed == version
+    {
+        return Ok((version, members));
+    }
+    let members = transports.index(place, shown, &version, stats).await?;
+    if let Some(dir) = dir {
+        let (dir, key) = (dir.to_owned(), key.to_owned());
+        let (kept, found) = (version.clone(), members.clone());
+        let _ = tokio::task::spawn_blocking(move || index::save(&dir, &key, &kept, &found)).await;
+    }
+    Ok((version, members))
+}
+
+impl Inner {
+    fn sample(&self, index: u64) -> Result<&SampleRef, Error> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.samples.get(i))
+            .ok_or(Error::IndexOutOfRange {
+                index,
+                len: self.samples.len() as u64,
+            })
+    }
+
+    fn members_of(&self, sample: &SampleRef) -> &[MemberRef] {
+        let first = sample.first as usize;
+        &self.members[first..first + sample.count as usize]
+    }
+
+    /// The shard and byte range of item `index`: the member `member`, or the whole sample.
+    fn range(&self, index: u64, member: Option<&str>) -> Result<(&Shard, (u64, u64)), Error> {
+        let sample = self.sample(index)?;
+        let shard = &self.shards[sample.shard as usize];
+        let members = self.members_of(sample);
+        let too_large = |m: &MemberRef| Error::TooLarge {
+            location: format!("{}: {}.{}", shard.shown, sample.key, m.ext),
+            limit: self.max_bytes,
+            size: Some(m.size),
+        };
+        match member {
+            Some(ext) => {
+                let Some(m) = members.iter().find(|m| &*m.ext == ext) else {
+                    let has: Vec<&str> = members.iter().map(|m| &*m.ext).collect();
+                    return Err(Error::InvalidData {
+                        location: format!("{}: sample {}", shard.shown, sample.key),
+                        message: format!(
+                            "it has no member {ext:?} (its members: {})",
+                            has.join(", ")
+                        ),
+                    });
+                };
+                if m.size > self.max_bytes {
+                    return Err(too_large(m));
+                }
+                Ok((shard, (m.data, m.data + m.size)))
+            }
+            None => {
+                if let Some(m) = members.iter().find(|m| m.size > self.max_bytes) {
+                    return Err(too_large(m));
+                }
+                Ok((shard, (sample.start, sample.end)))
+            }
+        }
+    }
+
+    async fn read(&self, shard: &Shard, range: (u64, u64)) -> Result<Bytes, Error> {
+        self.transports
+            .read(
+                &shard.place,
+                &shard.shown,
+                &shard.version,
+                range,
+                &self.stats,
+            )
+            .await
+    }
+}
+
+impl Dataset for TarDataset {
+    fn len(&self) -> u64 {
+        self.inner.samples.len() as u64
+    }
+
+    fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let (shard, range) = inner.range(index, inner.member.as_deref())?;
+            inner.read(shard, range).await
+        })
+    }
+
+    fn io_stats(&self) -> Option<&IoStats> {
+        Some(&self.inner.stats)
+    }
+
+    fn cache_key(&self, index: u64) -> Option<String> {
+        let (shard, (start, end)) = self.inner.range(index, self.inner.member.as_deref()).ok()?;
+        let v = &shard.version;
+        Some(format!(
+            "tar\0{}\0{}\0{}\0{}\0{start}\0{end}",
+            shard.key,
+            v.size,
+            v.etag.as_deref().unwrap_or(""),
+            v.modified.as_deref().unwrap_or("")
+        ))
+    }
+}
+
+/// The future of [`TarDataset::open`] can be spawned.
+#[allow(dead_code)]
+fn open_is_send(locations: Vec<String>, options: TarOptions) -> impl Send {
+    TarDataset::open(locations, options)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,403 @@
+//! TarDataset end to end: shards of every tar format as files, on the loopback server with
+//! ranges and ETags, changed or broken shards, kept indexes, and a cache over the dataset.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use super::parse::tests::{Long, Writer};
+use super::*;
+use crate::runtime::Runtime;
+use crate::test_server::LoopbackServer;
+use crate::{Cache, Cached, ErrorKind, RetryOptions};
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "dlrs-tar-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The bytes of member `ext` of sample `key` in the test shards.
+fn content(key: &str, ext: &str) -> Vec<u8> {
+    if ext == "cls" {
+        return key.trim_start_matches('0').as_bytes().to_vec();
+    }
+    let seed = key.bytes().map(u32::from).sum::<u32>();
+    (0..700 + seed as usize % 900)
+        .map(|i| (i as u32 * 31 + seed) as u8)
+        .collect()
+}
+
+/// A shard of samples `keys`, each a `jpg` and a `cls`, with a directory entry and a file
+/// that belongs to no sample between them.
+fn shard(keys: &[&str], long: Long) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.special("images/", b'5');
+    for key in keys {
+        w.file(&format!("{key}.jpg"), &content(key, "jpg"), long);
+        w.file(&format!("{key}.cls"), &content(key, "cls"), long);
+    }
+    w.file("README", b"not a sample", long);
+    w.finish()
+}
+
+fn fast() -> FetchOptions {
+    FetchOptions {
+        retry: RetryOptions {
+            retries: 1,
+            backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+        },
+        ..FetchOptions::HTTP
+    }
+}
+
+fn options(index_dir: Option<&Path>) -> TarOptions {
+    TarOptions {
+        fetch: fast(),
+        index_dir: index_dir.map(Path::to_owned),
+        ..TarOptions::default()
+    }
+}
+
+fn open(runtime: &Runtime, locations: &[String], options: TarOptions) -> Result<TarDataset, Error> {
+    runtime
+        .block_on(TarDataset::open(locations.to_vec(), options))
+        .unwrap()
+}
+
+fn fetch(runtime: &Runtime, dataset: &dyn Dataset, index: u64) -> Result<Bytes, Error> {
+    runtime.block_on(dataset.fetch(index)).unwrap()
+}
+
+fn members(sample: &Sample) -> Vec<(String, Vec<u8>)> {
+    sample
+        .members()
+        .map(|(e, b)| (e.to_owned(), b.to_vec()))
+        .collect()
+}
+
+fn expected(key: &str) -> Vec<(String, Vec<u8>)> {
+    vec![
+        ("jpg".to_owned(), content(key, "jpg")),
+        ("cls".to_owned(), content(key, "cls")),
+    ]
+}
+
+#[test]
+fn file_shards_of_every_format() {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    let dir = TempDir::new();
+    let long_key = format!("{}/{}", "nested".repeat(20), "000003");
+    let formats = [Long::Ustar, Long::Gnu, Long::Pax];
+    let mut locations = Vec::new();
+    for (i, long) in formats.into_iter().enumerate() {
+        let path = dir.join(&format!("shard-{i}.tar"));
+        std::fs::write(&path, shard(&["000001", "000002", &long_key], long)).unwrap();
+        locations.push(path.display().to_string());
+    }
+    let dataset = open(&runtime, &locations, options(None)).unwrap();
+    assert_eq!(dataset.len(), 9);
+    assert_eq!(dataset.shards(), 3);
+    for i in 0..9u64 {
+        let key = ["000001", "000002", long_key.as_str()][i as usize % 3];
+        assert_eq!(dataset.key(i), Some(key));
+        assert_eq!(dataset.extensions(i), Some(vec!["jpg", "cls"]));
+        assert_eq!(
+            dataset.shard_of(i),
+            Some(locations[i as usize / 3].as_str())
+        );
+        let item = fetch(&runtime, &dataset, i).unwrap();
+        let sample = Sample::from_fragment(&item).unwrap();
+        assert_eq!(sample.key(), key);
+        assert_eq!(members(&sample), expected(key), "sample {i}");
+        // The members are views of the one buffer read.
+        let jpg = sample.get("jpg").unwrap();
+        assert!(item.as_ptr_range().contains(&jpg.as_ptr()));
+        let whole = runtime.block_on(dataset.sample(i)).unwrap().unwrap();
+        assert_eq!(whole, sample);
+    }
+    let stats = dataset.io_stats().unwrap().snapshot();
+    assert_eq!(stats.retries, 0);
+    assert!(matches!(
+        fetch(&runtime, &dataset, 9),
+        Err(Error::IndexOutOfRange { index: 9, len: 9 })
+    ));
+    assert_eq!(dataset.key(9), None);
+}
+
+#[test]
+fn one_member_per_item() {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    let dir = TempDir::new();
+    let path = dir.join("s.tar");
+    let mut w = Writer::new();
+    w.file("a.jpg", &content("a", "jpg"), Long::Pax);
+    w.file("a.cls", b"1", Long::Pax);
+    w.file("b.cls", b"2", Long::Pax);
+    std::fs::write(&path, w.finish()).unwrap();
+    let locations = vec![path.display().to_string()];
+    let dataset = open(
+        &runtime,
+        &locations,
+        TarOptions {
+            member: Some("jpg".into()),
+            ..options(None)
+        },
+    )
+    .unwrap();
+    assert_eq!(dataset.member(), Some("jpg"));
+    assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), content("a", "jpg"));
+    let error = fetch(&runtime, &dataset, 1).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidData);
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: sample b: it has no member \"jpg\" (its members: cls)",
+            locations[0]
+        )
+    );
+}
+
+#[test]
+fn a_member_over_max_bytes_is_too_large() {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    let dir = TempDir::new();
+    let path = dir.join("s.tar");
+    let mut w = Writer::new();
+    w.file("a.jpg", &[0; 100], Long::Ustar);
+    w.file("a.cls", b"1", Long::Ustar);
+    w.file("b.jpg", &[0; 101], Long::Ustar);
+    std::fs::write(&path, w.finish()).unwrap();
+    let mut small = options(None);
+    small.fetch.max_bytes = 100;
+    let locations = vec![path.display().to_string()];
+    let dataset = open(&runtime, &locations, small).unwrap();
+    assert_eq!(
+        Sample::from_fragment(&fetch(&runtime, &dataset, 0).unwrap())
+            .unwrap()
+            .key(),
+        "a"
+    );
+    let error = fetch(&runtime, &dataset, 1).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::TooLarge {
+                limit: 100,
+                size: Some(101),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: b.jpg: the item (101 bytes) is larger than max_bytes (100 bytes)",
+            locations[0]
+        )
+    );
+}
+
+#[test]
+fn broken_and_missing_shards_fail_the_dataset_naming_the_shard() {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    let dir = TempDir::new();
+    let whole = shard(&["000001", "000002"], Long::Ustar);
+    let good = dir.join("good.tar");
+    std::fs::write(&good, &whole).unwrap();
+    let cut = dir.join("cut.tar");
+    std::fs::write(&cut, &whole[..whole.len() - 2048]).unwrap();
+    let locations = [good.display().to_string(), cut.display().to_string()];
+    let error = open(&runtime, &locations, options(None)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!("{}: the archive is truncated", locations[1])),
+        "{message}"
+    );
+    let missing = dir.join("missing.tar").display().to_string();
+    let error = open(&runtime, std::slice::from_ref(&missing), options(None)).unwrap_err();
+    assert!(error.is_not_found(), "{error:?}");
+    assert!(error.to_string().starts_with(&missing), "{error}");
+    let garbage = dir.join("garbage.tar");
+    std::fs::write(&garbage, vec![b'x'; 4096]).unwrap();
+    let error = open(&runtime, &[garbage.display().to_string()], options(None)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidData);
+    assert!(error.to_string().contains("not a tar header"), "{error}");
+}
+
+#[test]
+fn a_file_changed_after_indexing_is_refused() {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    let dir = TempDir::new();
+    let path = dir.join("s.tar");
+    std::fs::write(&path, shard(&["000001", "000002"], Long::Ustar)).unwrap();
+    let locations = vec![path.display().to_string()];
+    let dataset = open(&runtime, &locations, options(None)).unwrap();
+    fetch(&runtime, &dataset, 0).unwrap();
+    // Another archive of the same size: only the modification time (or inode) tells.
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&path, shard(&["000009", "000008"], Long::Ustar)).unwrap();
+    let error = fetch(&runtime, &dataset, 1).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Changed, "{error:?}");
+    assert!(
+        error.to_string().starts_with(&format!(
+            "{}: the shard changed since it was indexed (",
+            locations[0]
+        )),
+        "{error}"
+    );
+    std::fs::write(&path, shard(&["000001"], Long::Ustar)).unwrap();
+    let error = fetch(&runtime, &dataset, 0).unwrap_err();
+    assert!(error.to_string().contains("bytes, indexed at"), "{error}");
+    std::fs::remove_file(&path).unwrap();
+    assert!(fetch(&runtime, &dataset, 0).unwrap_err().is_not_found());
+}
+
+#[test]
+fn kept_indexes_are_used_while_the_shard_is_unchanged() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let index_dir = dir.join("index");
+    let server = LoopbackServer::files().unwrap();
+    server.put_file("/a.tar", shard(&["000001", "000002"], Long::Pax), "\"v1\"");
+    server.put_file("/b.tar", shard(&["000003"], Long::Gnu), "\"v1\"");
+    let locations = vec![server.url("/a.tar?sig=SECRET"), server.url("/b.tar")];
+    let full_gets = || {
+        server
+            .request_headers()
+            .iter()
+            .filter(|h| !h.contains_key("range"))
+            .count()
+    };
+    let first = open(&runtime, &locations, options(Some(&index_dir))).unwrap();
+    assert_eq!(first.len(), 3);
+    assert_eq!(full_gets(), 2);
+    assert_eq!(std::fs::read_dir(&index_dir).unwrap().count(), 2);
+    // The index was kept: the next dataset only asks each shard what it is now.
+    let second = open(&runtime, &locations, options(Some(&index_dir))).unwrap();
+    assert_eq!(full_gets(), 2);
+    assert_eq!(second.len(), 3);
+    for i in 0..3 {
+        let sample = runtime.block_on(second.sample(i)).unwrap().unwrap();
+        let key = ["000001", "000002", "000003"][i as usize];
+        assert_eq!(members(&sample), expected(key));
+    }
+    // One request per sample, a single range, under the shard's ETag.
+    let reads: Vec<_> = server.request_headers().into_iter().skip(6).collect();
+    assert_eq!(reads.len(), 3);
+    assert!(reads.iter().all(|h| h["if-match"] == "\"v1\""), "{reads:?}");
+    assert!(reads.iter().all(|h| h["range"].starts_with("bytes=")));
+    // A shard that changed is indexed again.
+    server.put_file("/b.tar", shard(&["000003", "000004"], Long::Gnu), "\"v2\"");
+    let third = open(&runtime, &locations, options(Some(&index_dir))).unwrap();
+    assert_eq!(third.len(), 4);
+    assert_eq!(full_gets(), 3);
+    assert!(
+        !std::fs::read(index::path(&index_dir, &redact_url(&locations[0])))
+            .unwrap()
+            .windows(6)
+            .any(|w| w == b"SECRET"),
+        "no query string in the index"
+    );
+}
+
+#[test]
+fn an_http_shard_changed_after_indexing_is_refused() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let server = LoopbackServer::files().unwrap();
+    let v1 = shard(&["000001", "000002"], Long::Ustar);
+    server.put_file("/s.tar", v1.clone(), "\"v1\"");
+    let locations = vec![server.url("/s.tar")];
+    let dataset = open(&runtime, &locations, options(None)).unwrap();
+    fetch(&runtime, &dataset, 0).unwrap();
+    // Same bytes, another ETag: the server refuses the If-Match.
+    server.put_file("/s.tar", v1, "\"v2\"");
+    let error = fetch(&runtime, &dataset, 1).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Changed, "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: the shard changed since it was indexed (the server refused the request under \
+             the shard's indexed ETag or Last-Modified); build the dataset again to index it anew",
+            locations[0]
+        )
+    );
+    server.remove_file("/s.tar");
+    let error = fetch(&runtime, &dataset, 1).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Http(404), "{error:?}");
+    let error = open(&runtime, &locations, options(None)).unwrap_err();
+    assert!(error.is_not_found(), "{error:?}");
+}
+
+#[test]
+fn a_server_without_ranges_is_refused_at_open() {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    let server = LoopbackServer::scripted(|_, _| Reply::Body(vec![0; 2048])).unwrap();
+    let error = open(&runtime, &[server.url("/s.tar")], options(None)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidData);
+    assert!(
+        error.to_string().contains("does not serve byte ranges"),
+        "{error}"
+    );
+}
+
+use crate::test_server::Reply;
+
+#[test]
+fn a_cache_serves_the_second_epoch() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let server = LoopbackServer::files().unwrap();
+    server.put_file(
+        "/s.tar",
+        shard(&["000001", "000002", "000003"], Long::Ustar),
+        "\"v1\"",
+    );
+    let dataset = open(&runtime, &[server.url("/s.tar")], options(None)).unwrap();
+    let cache = Cache::open(dir.join("cache"), None).unwrap();
+    let cached = Cached::new(Arc::new(dataset.clone()), cache.clone());
+    let epoch =
+        |d: &Cached| -> Vec<Bytes> { (0..3).map(|i| fetch(&runtime, d, i).unwrap()).collect() };
+    let first = epoch(&cached);
+    let requests = server.request_headers().len();
+    let second = epoch(&cached);
+    assert_eq!(first, second);
+    assert_eq!(
+        server.request_headers().len(),
+        requests,
+        "all from the cache"
+    );
+    assert_eq!(cached.io_stats().unwrap().snapshot().cache_hits, 3);
+    assert_eq!(cache.snapshot().written, 3);
+    // The cache key names the shard's version: a new index never meets the old entries.
+    server.put_file(
+        "/s.tar",
+        shard(&["000001", "000002", "000003"], Long::Ustar),
+        "\"v2\"",
+    );
+    let again = open(&runtime, &[server.url("/s.tar")], options(None)).unwrap();
+    assert_ne!(again.cache_key(0), dataset.cache_key(0));
+    assert!(dataset.cache_key(0).unwrap().contains("\"v1\""));
+}
