@@ -111,6 +111,9 @@ JPEG_CASES = {
     "restart every block, 4:2:0": ("RGB", {"subsampling": 2, "restart_marker_blocks": 1}, (2, 2)),
     "restart every row, 4:2:2": ("RGB", {"subsampling": 1, "restart_marker_rows": 1}, (1, 2)),
 }
+if PILLOW_MAJOR >= 11:
+    # Components stored as R, G, B (Adobe transform 0): no colour conversion.
+    JPEG_CASES["RGB components"] = ("RGB", {"subsampling": 0, "keep_rgb": True}, (1, 1))
 JPEG_SIZES = [(1, 1), (2, 2), (3, 4), (9, 17), (17, 9), (16, 16), (100, 100), (251, 333)]
 JPEG_BOUND = 3
 
