@@ -98,8 +98,8 @@ def test_16_bit_rgb_png_keeps_the_high_byte():
 # progressive, restart markers; sizes from 1x1 (under 3 chroma samples wide libjpeg repeats
 # instead of filtering) to 333x251. The upsampling and colour conversion are libjpeg's, so the
 # last chroma row and column match as well as the rest; what is left is zune-jpeg's inverse DCT
-# (not libjpeg's islow): 1 level in grey, at most 3 in colour, more than 2 on about 1 pixel in
-# 10^4 (measured: 3 at most in every region of every case below).
+# (not libjpeg's islow): 1 level in grey, at most 3 in colour, more than 2 in at most 3 samples
+# in 10^4 (measured: 3 at most in every region of every case below).
 JPEG_CASES = {
     "4:4:4": ("RGB", {"subsampling": 0}, (1, 1)),
     "4:2:2": ("RGB", {"subsampling": 1}, (1, 2)),
