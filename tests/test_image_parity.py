@@ -94,32 +94,63 @@ def test_16_bit_rgb_png_keeps_the_high_byte():
     assert_matches(T.Decode()(png), (v >> 8).astype(np.uint8))
 
 
-# JPEG: another inverse DCT and chroma upsampling than libjpeg-turbo's, so a few levels apart.
-# Measured here (quality 90, random and smooth content, 7x40 to 224x224): 4:4:4 at most 3 levels,
-# grey 1; with chroma subsampling (4:2:2, 4:2:0) the last column (and last row for 4:2:0) differs
-# by up to 46 levels on noise and 11 on smooth content (edge replication of the upsampler), the
-# rest by at most 9 (4:2:0) and 4 (4:2:2).
-JPEG_SIZES = [(8, 8), (9, 9), (17, 31), (24, 24), (64, 48), (100, 100)]
+# JPEG against Pillow's (libjpeg-turbo's) own files: 4:4:4, 4:2:2, 4:2:0, grey, CMYK,
+# progressive, restart markers; sizes from 1x1 (under 3 chroma samples wide libjpeg repeats
+# instead of filtering) to 333x251. The upsampling and colour conversion are libjpeg's, so the
+# last chroma row and column match as well as the rest; what is left is zune-jpeg's inverse DCT
+# (not libjpeg's islow): 1 level in grey, at most 3 in colour, more than 2 in at most 3 samples
+# in 10^4 (measured: 3 at most in every region of every case below).
+JPEG_CASES = {
+    "4:4:4": ("RGB", {"subsampling": 0}, (1, 1)),
+    "4:2:2": ("RGB", {"subsampling": 1}, (1, 2)),
+    "4:2:0": ("RGB", {"subsampling": 2}, (2, 2)),
+    "grey": ("L", {}, (1, 1)),
+    "CMYK": ("CMYK", {}, (1, 1)),
+    "progressive 4:2:0": ("RGB", {"subsampling": 2, "progressive": True}, (2, 2)),
+    "progressive 4:4:4": ("RGB", {"subsampling": 0, "progressive": True}, (1, 1)),
+    "restart every block, 4:2:0": ("RGB", {"subsampling": 2, "restart_marker_blocks": 1}, (2, 2)),
+    "restart every row, 4:2:2": ("RGB", {"subsampling": 1, "restart_marker_rows": 1}, (1, 2)),
+}
+if PILLOW_MAJOR >= 11:
+    # Components stored as R, G, B (Adobe transform 0): no colour conversion.
+    JPEG_CASES["RGB components"] = ("RGB", {"subsampling": 0, "keep_rgb": True}, (1, 1))
+JPEG_SIZES = [(1, 1), (2, 2), (3, 4), (9, 17), (17, 9), (16, 16), (100, 100), (251, 333)]
+JPEG_BOUND = 3
 
 
+def jpeg_regions(h: int, w: int, factors: tuple[int, int]) -> dict[str, tuple[slice, slice]]:
+    """The pixels made from the last chroma column, from the last chroma row (with the pixel
+    before each, which the filter blends with it), and the rest."""
+    fy, fx = factors
+    top = max(fy * (-(-h // fy) - 1) - 1, 0) if fy > 1 else h
+    left = max(fx * (-(-w // fx) - 1) - 1, 0) if fx > 1 else w
+    return {
+        "interior": (slice(0, top), slice(0, left)),
+        "last chroma column": (slice(0, h), slice(left, w)),
+        "last chroma row": (slice(top, h), slice(0, w)),
+    }
+
+
+@pytest.mark.parametrize("quality", [75, 95])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("h", "w"), JPEG_SIZES)
-@pytest.mark.parametrize(("mode", "bound"), [("RGB", 3), ("L", 1), ("CMYK", 3)])
-def test_jpeg_without_subsampling_within_3_levels(mode, bound, h, w, kind):
-    options = {"quality": 90} if mode == "L" else {"quality": 90, "subsampling": 0}
-    data = encode(pil_image(mode, h, w, kind, seed=7), "JPEG", **options)
-    theirs = pil_as_decoded(pil_decode(data))
-    assert_matches(T.Decode()(data), theirs, max_diff=bound)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize(("h", "w"), JPEG_SIZES)
-@pytest.mark.parametrize(("subsampling", "inner", "edge"), [(1, 4, 64), (2, 9, 64)])
-def test_jpeg_subsampled_within_the_measured_bounds(subsampling, inner, edge, h, w, kind):
-    data = encode(pil_image("RGB", h, w, kind, seed=7), "JPEG", quality=90, subsampling=subsampling)
-    a, b = np.asarray(T.Decode()(data)), pil_as_decoded(pil_decode(data))
-    assert_matches(a, b, max_diff=edge)
-    assert_matches(a[:-1, :-1], b[:-1, :-1], max_diff=inner)
+@pytest.mark.parametrize("case", list(JPEG_CASES))
+def test_jpeg_is_pillows_within_the_bound_in_every_region(case, h, w, kind, quality):
+    mode, options, factors = JPEG_CASES[case]
+    if options.get("progressive") and kind == "random" and h * w > 100 * 100:
+        # Pillow cannot write this one (its progressive encoder runs out of buffer on noise).
+        kind = "smooth"
+    data = encode(pil_image(mode, h, w, kind, seed=h * 31 + w), "JPEG", quality=quality, **options)
+    a = np.asarray(T.Decode()(data)).astype(np.int16)
+    b = pil_as_decoded(pil_decode(data)).astype(np.int16)
+    assert a.shape == b.shape
+    diffs = {
+        name: int(np.abs(a[ys, xs] - b[ys, xs]).max(initial=0))
+        for name, (ys, xs) in jpeg_regions(h, w, factors).items()
+    }
+    assert max(diffs.values()) <= JPEG_BOUND, f"{case} {w}x{h} q{quality} {kind}: {diffs}"
+    # Beyond 2 levels only where the two inverse DCTs round a sample apart in two components.
+    assert np.count_nonzero(np.abs(a - b) > 2) <= max(a.size // 2000, 1), diffs
 
 
 def test_jpeg_difference_is_small_on_average():

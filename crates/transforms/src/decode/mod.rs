@@ -174,14 +174,19 @@ impl Raw {
 /// Pillow's CMYK to RGB (`cmyk2rgb`): `(255 - K) - C * (255 - K) / 255` with Pillow's rounded
 /// division by 255, per channel.
 pub(crate) fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(cmyk.len() / 4 * 3);
-    for px in cmyk.chunks_exact(4) {
+    let mut out = vec![0; cmyk.len() / 4 * 3];
+    cmyk_row_to_rgb(cmyk, &mut out);
+    out
+}
+
+/// [`cmyk_to_rgb`] into `out` (3 bytes for every 4 of `cmyk`).
+pub(crate) fn cmyk_row_to_rgb(cmyk: &[u8], out: &mut [u8]) {
+    for (px, o) in cmyk.chunks_exact(4).zip(out.chunks_exact_mut(3)) {
         let nk = 255 - u32::from(px[3]);
-        for &c in &px[..3] {
-            out.push((nk - muldiv255(u32::from(c), nk)) as u8);
+        for (o, &c) in o.iter_mut().zip(&px[..3]) {
+            *o = (nk - muldiv255(u32::from(c), nk)) as u8;
         }
     }
-    out
 }
 
 /// Pillow's `MULDIV255(a, b)`: `a * b / 255` rounded, in integers.

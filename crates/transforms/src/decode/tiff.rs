@@ -1,5 +1,5 @@
 //! TIFF (first image) through the `tiff` crate: 1-bit and 8-bit L, LA, RGB, RGBA, CMYK; 16-bit
-//! as Pillow loads it. Palette TIFFs are not supported.
+//! as Pillow loads it. Palette and JPEG-compressed TIFFs are not supported.
 
 use std::io::Cursor;
 

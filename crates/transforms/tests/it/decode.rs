@@ -28,16 +28,17 @@ fn lossless_formats_equal_pillow() {
     check_exact("interlaced.png", (11, 13, 3));
 }
 
-/// JPEG uses another inverse DCT and chroma upsampling than libjpeg: a few levels apart
-/// (measured: 4:4:4 at most 2, 4:2:0 at most 4, grey 1, CMYK 0).
+/// JPEG: libjpeg's upsampling and colour conversion, zune-jpeg's inverse DCT (not libjpeg's
+/// islow), so within 2 levels on these fixtures (measured: 4:4:4 2, 4:2:0 1, grey 1, CMYK 0,
+/// progressive 4:2:0 1; zune-jpeg's own upsampling gave 4 on 4:2:0).
 #[test]
 fn jpeg_is_within_a_few_levels_of_pillow() {
     for (name, c, bound) in [
         ("rgb444.jpg", 3, 2),
-        ("rgb420.jpg", 3, 4),
+        ("rgb420.jpg", 3, 2),
         ("gray.jpg", 1, 1),
         ("cmyk.jpg", 3, 2),
-        ("progressive.jpg", 3, 4),
+        ("progressive.jpg", 3, 2),
     ] {
         let im = decode(name);
         assert_eq!(
