@@ -247,6 +247,12 @@ class S3TestServer:
         for key, body in objects.items():
             self.put_object(bucket, key, body)
 
+    def delete_object(self, bucket: str, key: str) -> None:
+        if self._child is not None:
+            self._ask("delete_object", bucket=bucket, key=key)
+        else:
+            self.client.delete_object(Bucket=bucket, Key=key)
+
     def get_object(self, bucket: str, key: str) -> bytes:
         if self._child is not None:
             return base64.b64decode(self._ask("get_object", bucket=bucket, key=key))
@@ -270,7 +276,7 @@ class s3_server:
 
 def main() -> int:
     """``python -m servers.s3``: serves until stdin closes; prints ``READY <port>``, then answers
-    each JSON request line (``create_bucket``, ``put_object``, ``get_object``) with a JSON line."""
+    each JSON request line (``create_bucket``, ``put_object``, ``delete_object``, ``get_object``) with a JSON line."""
     server = S3TestServer().start()
     print(f"READY {server.port}", flush=True)
     try:
@@ -282,6 +288,9 @@ def main() -> int:
                     result: Any = server.create_bucket(req["name"])
                 elif op == "put_object":
                     server.put_object(req["bucket"], req["key"], base64.b64decode(req["body"]))
+                    result = None
+                elif op == "delete_object":
+                    server.delete_object(req["bucket"], req["key"])
                     result = None
                 elif op == "get_object":
                     result = base64.b64encode(server.get_object(req["bucket"], req["key"])).decode()
