@@ -175,45 +175,10 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
+    use crate::test_util::TempDir;
     use crate::{ErrorKind, RetryOptions};
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
-
-    /// A fresh empty directory under the system's temporary directory, removed when dropped.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new() -> TempDir {
-            static NEXT: AtomicU32 = AtomicU32::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "dlrs-io-test-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::SeqCst)
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-
-    impl std::ops::Deref for TempDir {
-        type Target = Path;
-
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn fetch(dataset: &FileDataset, index: u64) -> Result<Bytes, Error> {
-        let runtime = Runtime::new(Some(1)).unwrap();
-        runtime.block_on(dataset.fetch(index)).unwrap()
-    }
 
     #[test]
     fn reads_files_and_refuses_out_of_range() {

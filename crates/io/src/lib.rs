@@ -50,6 +50,8 @@ mod redact;
 mod retry;
 mod runtime;
 mod stats;
+#[cfg(test)]
+mod test_util;
 #[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
 pub mod tar;
 pub mod template;

@@ -8,33 +8,8 @@ use super::parse::tests::{Long, Writer};
 use super::*;
 use crate::runtime::Runtime;
 use crate::test_server::LoopbackServer;
+use crate::test_util::TempDir;
 use crate::{Cache, Cached, ErrorKind, RetryOptions};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "dlrs-tar-test-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The bytes of member `ext` of sample `key` in the test shards.
 fn content(key: &str, ext: &str) -> Vec<u8> {
