@@ -597,16 +597,19 @@ def test_items_are_transformed_as_they_arrive(http_server):
 
     def transform(index, body):
         if index == 0:
-            # On a busy machine item 1's request may not have reached the server yet.
-            wait_until(lambda: len(http_server.requests) == 2)
-            in_flight_during_transform.append(http_server.in_flight)
+            # On a busy machine item 1's request may not have reached the server yet, and the
+            # server may not have counted item 0's answer as done: wait for both, while item 1
+            # (3 s) is still being served.
+            in_flight_during_transform.append(
+                wait_until(lambda: len(http_server.requests) == 2 and http_server.in_flight == 1, timeout=2.5)
+            )
         return body
 
     ds = HttpDataset([http_server.item_url(0), slow])
     assert list(PyDataloader(ds, batch_size=2, item_concurrency=2, transform=transform)) == [
         [item_body(0), item_body(1)]
     ]
-    assert in_flight_during_transform == [1]  # item 1 was still being served
+    assert in_flight_during_transform == [True]  # item 1 was still being served
 
 
 @pytest.mark.parametrize(

@@ -517,6 +517,10 @@ mod tests {
     use super::*;
     use crate::test_util::TempDir;
 
+    fn body(i: u64, len: usize) -> Vec<u8> {
+        (0..len).map(|j| (i as usize * 7 + j) as u8).collect()
+    }
+
     #[test]
     fn stable_hashes() {
         // Fixed values: a change would orphan every cache and index on disk.

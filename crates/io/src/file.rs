@@ -177,8 +177,12 @@ mod tests {
     use crate::runtime::Runtime;
     use crate::test_util::TempDir;
     use crate::{ErrorKind, RetryOptions};
-    use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
+
+    fn fetch(dataset: &FileDataset, index: u64) -> Result<Bytes, Error> {
+        let runtime = Runtime::new(Some(1)).unwrap();
+        runtime.block_on(dataset.fetch(index)).unwrap()
+    }
 
     #[test]
     fn reads_files_and_refuses_out_of_range() {

@@ -50,11 +50,11 @@ mod redact;
 mod retry;
 mod runtime;
 mod stats;
-#[cfg(test)]
-mod test_util;
 #[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
 pub mod tar;
 pub mod template;
+#[cfg(test)]
+mod test_util;
 #[cfg(any(feature = "http", feature = "object-store"))]
 mod tls;
 

@@ -1,8 +1,7 @@
 //! TarDataset end to end: shards of every tar format as files, on the loopback server with
 //! ranges and ETags, changed or broken shards, kept indexes, and a cache over the dataset.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
 use super::parse::tests::{Long, Writer};
 use super::*;
@@ -86,7 +85,7 @@ fn file_shards_of_every_format() {
     let formats = [Long::Ustar, Long::Gnu, Long::Pax];
     let mut locations = Vec::new();
     for (i, long) in formats.into_iter().enumerate() {
-        let path = dir.join(&format!("shard-{i}.tar"));
+        let path = dir.join(format!("shard-{i}.tar"));
         std::fs::write(&path, shard(&["000001", "000002", &long_key], long)).unwrap();
         locations.push(path.display().to_string());
     }
