@@ -603,23 +603,33 @@ impl Transports {
             .await
             .map_err(|e| crate::http::failure(e, url))?
         {
-            body.push(chunk).map_err(|()| {
-                Failure::Fatal(Error::InvalidData {
-                    location: shown.to_owned(),
-                    message: format!("the server sent more than the {len} bytes asked for"),
-                })
-            })?;
+            body.push(chunk)
+                .map_err(|()| more_than_asked(shown, "server", len))?;
         }
-        let body = body.finish();
-        if body.len() as u64 != len {
-            return Err(Failure::transient(Error::Request {
-                location: shown.to_owned(),
-                kind: crate::RequestKind::Truncated,
-                message: format!("{} of {len} bytes arrived", body.len()),
-            }));
-        }
-        Ok(body)
+        whole_range(body.finish(), shown, len)
     }
+}
+
+/// A range read's answer that goes past the range: the `sender` does not honour ranges.
+#[cfg(any(feature = "http", feature = "object-store"))]
+fn more_than_asked(shown: &str, sender: &str, len: u64) -> Failure {
+    Failure::Fatal(Error::InvalidData {
+        location: shown.to_owned(),
+        message: format!("the {sender} sent more than the {len} bytes asked for"),
+    })
+}
+
+/// `body` if it is the whole range of `len` bytes; a shorter one is a truncated answer.
+#[cfg(any(feature = "http", feature = "object-store"))]
+fn whole_range(body: Bytes, shown: &str, len: u64) -> Result<Bytes, Failure> {
+    if body.len() as u64 != len {
+        return Err(Failure::transient(Error::Request {
+            location: shown.to_owned(),
+            kind: crate::RequestKind::Truncated,
+            message: format!("{} of {len} bytes arrived", body.len()),
+        }));
+    }
+    Ok(body)
 }
 
 // ---------------------------------------------------------------------------- object stores
@@ -680,22 +690,10 @@ async fn object_read(
     let mut stream = result.into_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| store_error(e, shown, attempt))?;
-        body.push(chunk).map_err(|()| {
-            Failure::Fatal(Error::InvalidData {
-                location: shown.to_owned(),
-                message: format!("the store sent more than the {len} bytes asked for"),
-            })
-        })?;
+        body.push(chunk)
+            .map_err(|()| more_than_asked(shown, "store", len))?;
     }
-    let body = body.finish();
-    if body.len() as u64 != len {
-        return Err(Failure::transient(Error::Request {
-            location: shown.to_owned(),
-            kind: crate::RequestKind::Truncated,
-            message: format!("{} of {len} bytes arrived", body.len()),
-        }));
-    }
-    Ok(body)
+    whole_range(body.finish(), shown, len)
 }
 
 #[cfg(feature = "object-store")]
