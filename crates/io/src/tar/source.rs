@@ -509,7 +509,7 @@ impl Transports {
                     let _request = stats.request();
                     let extra = preconditions(version);
                     let get = crate::http::get(client, &http.headers, &extra, url);
-                    let mut response = tokio::time::timeout(within(options.timeout), get)
+                    let response = tokio::time::timeout(within(options.timeout), get)
                         .await
                         .map_err(|_| Failure::TimedOut)??;
                     if !response.status().is_success() {
@@ -523,23 +523,14 @@ impl Transports {
                             format!("{length} bytes, indexed at {} bytes", version.size),
                         ));
                     }
-                    let mut indexer = Indexer::new();
-                    let mut seen = 0u64;
-                    while !indexer.is_done() {
+                    let chunks = futures::stream::unfold(response, |mut response| async move {
                         let chunk = tokio::time::timeout(within(options.timeout), response.chunk())
                             .await
-                            .map_err(|_| Failure::TimedOut)?
-                            .map_err(|e| crate::http::failure(e, url))?;
-                        let Some(chunk) = chunk else { break };
-                        seen += chunk.len() as u64;
-                        indexer
-                            .feed(&chunk)
-                            .map_err(|e| Failure::Fatal(parse_error(shown, &e)))?;
-                    }
-                    stats.fetched(usize::try_from(seen).unwrap_or(usize::MAX));
-                    indexer
-                        .finish()
-                        .map_err(|e| Failure::Fatal(parse_error(shown, &e)))
+                            .map_err(|_| Failure::TimedOut)
+                            .and_then(|c| c.map_err(|e| crate::http::failure(e, url)));
+                        chunk.transpose().map(|c| (c, response))
+                    });
+                    index_chunks(chunks, shown, stats).await
                 }
             },
         )
@@ -608,6 +599,33 @@ impl Transports {
         }
         whole_range(body.finish(), shown, len)
     }
+}
+
+/// Indexes a shard from its chunks as they arrive, reading no further than its last header.
+#[cfg(any(feature = "http", feature = "object-store"))]
+async fn index_chunks(
+    chunks: impl futures::Stream<Item = Result<Bytes, Failure>>,
+    shown: &str,
+    stats: &IoStats,
+) -> Result<Vec<Member>, Failure> {
+    use futures::StreamExt;
+    let mut chunks = std::pin::pin!(chunks);
+    let mut indexer = Indexer::new();
+    let mut seen = 0u64;
+    while !indexer.is_done() {
+        let Some(chunk) = chunks.next().await else {
+            break;
+        };
+        let chunk = chunk?;
+        seen += chunk.len() as u64;
+        indexer
+            .feed(&chunk)
+            .map_err(|e| Failure::Fatal(parse_error(shown, &e)))?;
+    }
+    stats.fetched(usize::try_from(seen).unwrap_or(usize::MAX));
+    indexer
+        .finish()
+        .map_err(|e| Failure::Fatal(parse_error(shown, &e)))
 }
 
 /// A range read's answer that goes past the range: the `sender` does not honour ranges.
@@ -756,23 +774,10 @@ impl Transports {
                     if let Some(message) = object_version(&result.meta).differs(version) {
                         return Err(changed(shown, message));
                     }
-                    let mut stream = result.into_stream();
-                    let mut indexer = Indexer::new();
-                    let mut seen = 0u64;
-                    while !indexer.is_done() {
-                        let Some(chunk) = stream.next().await else {
-                            break;
-                        };
-                        let chunk = chunk.map_err(|e| store_error(e, shown, n))?;
-                        seen += chunk.len() as u64;
-                        indexer
-                            .feed(&chunk)
-                            .map_err(|e| Failure::Fatal(parse_error(shown, &e)))?;
-                    }
-                    stats.fetched(usize::try_from(seen).unwrap_or(usize::MAX));
-                    indexer
-                        .finish()
-                        .map_err(|e| Failure::Fatal(parse_error(shown, &e)))
+                    let chunks = result
+                        .into_stream()
+                        .map(|c| c.map_err(|e| store_error(e, shown, n)));
+                    index_chunks(chunks, shown, stats).await
                 })
             },
         )
