@@ -10,21 +10,15 @@ has room, so a deeper ring means more batches per hand-over.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from dataloader_rs import PyDataloader, PyDataset
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from compare import Ints  # benches/, put on the path above
 
-class Ints(PyDataset[int]):
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        return index
+from dataloader_rs import PyDataloader
 
 
 def main() -> None:

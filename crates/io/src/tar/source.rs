@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 #[cfg(feature = "object-store")]
 use std::sync::Arc;
-#[cfg(feature = "http")]
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -148,18 +147,15 @@ impl Transports {
             return Ok(Bytes::new());
         }
         let options = self.options;
-        retry::run(
+        attempts(
             options.retry,
             options.timeout,
-            || shown.to_owned(),
-            |n| {
-                stats.attempt(n);
-                async move {
-                    let _request = stats.request();
-                    let body = self.read_once(place, shown, version, range, n).await?;
-                    stats.fetched(body.len());
-                    Ok(body)
-                }
+            shown,
+            stats,
+            |n| async move {
+                let body = self.read_once(place, shown, version, range, n).await?;
+                stats.fetched(body.len());
+                Ok(body)
             },
         )
         .await
@@ -445,42 +441,39 @@ impl Transports {
         let http = self.http()?;
         let client = http.client()?;
         let options = self.options;
-        retry::run(
+        attempts(
             options.retry,
             options.timeout,
-            || shown.to_owned(),
-            |n| {
-                stats.attempt(n);
-                async move {
-                    let _request = stats.request();
-                    let mut extra = HeaderMap::new();
-                    extra.insert(header::RANGE, range_header(0, 1));
-                    let response = crate::http::get(client, &http.headers, &extra, url).await?;
-                    if response.status().as_u16() != 206 {
-                        if response.status().as_u16() == 416 {
-                            return Err(Failure::Fatal(Error::InvalidData {
-                                location: shown.to_owned(),
-                                message: "the shard is empty".into(),
-                            }));
-                        }
-                        return Err(not_partial(&response, shown, n));
-                    }
-                    let headers = response.headers();
-                    let size = content_range(headers).and_then(|(_, _, total)| total);
-                    let Some(size) = size else {
+            shown,
+            stats,
+            |n| async move {
+                let mut extra = HeaderMap::new();
+                extra.insert(header::RANGE, range_header(0, 1));
+                let response = crate::http::get(client, &http.headers, &extra, url).await?;
+                if response.status().as_u16() != 206 {
+                    if response.status().as_u16() == 416 {
                         return Err(Failure::Fatal(Error::InvalidData {
                             location: shown.to_owned(),
-                            message: "the server does not say the shard's size (no \
-                                      Content-Range total)"
-                                .into(),
+                            message: "the shard is empty".into(),
                         }));
-                    };
-                    Ok(Version {
-                        size,
-                        etag: header_text(headers, header::ETAG),
-                        modified: header_text(headers, header::LAST_MODIFIED),
-                    })
+                    }
+                    return Err(not_partial(&response, shown, n));
                 }
+                let headers = response.headers();
+                let size = content_range(headers).and_then(|(_, _, total)| total);
+                let Some(size) = size else {
+                    return Err(Failure::Fatal(Error::InvalidData {
+                        location: shown.to_owned(),
+                        message: "the server does not say the shard's size (no \
+                                      Content-Range total)"
+                            .into(),
+                    }));
+                };
+                Ok(Version {
+                    size,
+                    etag: header_text(headers, header::ETAG),
+                    modified: header_text(headers, header::LAST_MODIFIED),
+                })
             },
         )
         .await
@@ -499,41 +492,32 @@ impl Transports {
         let client = http.client()?;
         let options = self.options;
         let within = |wait: Option<Duration>| wait.map_or(Duration::MAX, |w| w);
-        retry::run(
-            options.retry,
-            None,
-            || shown.to_owned(),
-            |n| {
-                stats.attempt(n);
-                async move {
-                    let _request = stats.request();
-                    let extra = preconditions(version);
-                    let get = crate::http::get(client, &http.headers, &extra, url);
-                    let response = tokio::time::timeout(within(options.timeout), get)
-                        .await
-                        .map_err(|_| Failure::TimedOut)??;
-                    if !response.status().is_success() {
-                        return Err(not_partial(&response, shown, n));
-                    }
-                    if let Some(length) = response.content_length()
-                        && length != version.size
-                    {
-                        return Err(changed(
-                            shown,
-                            format!("{length} bytes, indexed at {} bytes", version.size),
-                        ));
-                    }
-                    let chunks = futures::stream::unfold(response, |mut response| async move {
-                        let chunk = tokio::time::timeout(within(options.timeout), response.chunk())
-                            .await
-                            .map_err(|_| Failure::TimedOut)
-                            .and_then(|c| c.map_err(|e| crate::http::failure(e, url)));
-                        chunk.transpose().map(|c| (c, response))
-                    });
-                    index_chunks(chunks, shown, stats).await
-                }
-            },
-        )
+        attempts(options.retry, None, shown, stats, |n| async move {
+            let extra = preconditions(version);
+            let get = crate::http::get(client, &http.headers, &extra, url);
+            let response = tokio::time::timeout(within(options.timeout), get)
+                .await
+                .map_err(|_| Failure::TimedOut)??;
+            if !response.status().is_success() {
+                return Err(not_partial(&response, shown, n));
+            }
+            if let Some(length) = response.content_length()
+                && length != version.size
+            {
+                return Err(changed(
+                    shown,
+                    format!("{length} bytes, indexed at {} bytes", version.size),
+                ));
+            }
+            let chunks = futures::stream::unfold(response, |mut response| async move {
+                let chunk = tokio::time::timeout(within(options.timeout), response.chunk())
+                    .await
+                    .map_err(|_| Failure::TimedOut)
+                    .and_then(|c| c.map_err(|e| crate::http::failure(e, url)));
+                chunk.transpose().map(|c| (c, response))
+            });
+            index_chunks(chunks, shown, stats).await
+        })
         .await
     }
 
@@ -599,6 +583,35 @@ impl Transports {
         }
         whole_range(body.finish(), shown, len)
     }
+}
+
+/// Runs `attempt` under the retry policy, counting each attempt, and the request it makes while
+/// it runs, in `stats`.
+async fn attempts<T, F, Fut>(
+    retry: crate::RetryOptions,
+    timeout: Option<Duration>,
+    shown: &str,
+    stats: &IoStats,
+    mut attempt: F,
+) -> Result<T, Error>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<T, Failure>>,
+{
+    retry::run(
+        retry,
+        timeout,
+        || shown.to_owned(),
+        |n| {
+            stats.attempt(n);
+            let run = attempt(n);
+            async move {
+                let _request = stats.request();
+                run.await
+            }
+        },
+    )
+    .await
 }
 
 /// Indexes a shard from its chunks as they arrive, reading no further than its last header.
@@ -725,26 +738,19 @@ impl Transports {
     ) -> Result<Version, Error> {
         let store = self.stores[store].store()?;
         let options = self.options;
-        retry::run(
-            options.retry,
-            None,
-            || shown.to_owned(),
-            |n| {
-                stats.attempt(n);
-                crate::object::observed(async move {
-                    let _request = stats.request();
-                    let head = GetOptions {
-                        head: true,
-                        ..GetOptions::default()
-                    };
-                    let result = store
-                        .get_opts(path, head)
-                        .await
-                        .map_err(|e| store_error(e, shown, n))?;
-                    Ok(object_version(&result.meta))
-                })
-            },
-        )
+        attempts(options.retry, None, shown, stats, |n| {
+            crate::object::observed(async move {
+                let head = GetOptions {
+                    head: true,
+                    ..GetOptions::default()
+                };
+                let result = store
+                    .get_opts(path, head)
+                    .await
+                    .map_err(|e| store_error(e, shown, n))?;
+                Ok(object_version(&result.meta))
+            })
+        })
         .await
     }
 
@@ -759,28 +765,21 @@ impl Transports {
         use futures::StreamExt;
         let store = self.stores[store].store()?;
         let options = self.options;
-        retry::run(
-            options.retry,
-            None,
-            || shown.to_owned(),
-            |n| {
-                stats.attempt(n);
-                crate::object::observed(async move {
-                    let _request = stats.request();
-                    let result = store
-                        .get_opts(path, object_options(version, None))
-                        .await
-                        .map_err(|e| store_error(e, shown, n))?;
-                    if let Some(message) = object_version(&result.meta).differs(version) {
-                        return Err(changed(shown, message));
-                    }
-                    let chunks = result
-                        .into_stream()
-                        .map(|c| c.map_err(|e| store_error(e, shown, n)));
-                    index_chunks(chunks, shown, stats).await
-                })
-            },
-        )
+        attempts(options.retry, None, shown, stats, |n| {
+            crate::object::observed(async move {
+                let result = store
+                    .get_opts(path, object_options(version, None))
+                    .await
+                    .map_err(|e| store_error(e, shown, n))?;
+                if let Some(message) = object_version(&result.meta).differs(version) {
+                    return Err(changed(shown, message));
+                }
+                let chunks = result
+                    .into_stream()
+                    .map(|c| c.map_err(|e| store_error(e, shown, n)));
+                index_chunks(chunks, shown, stats).await
+            })
+        })
         .await
     }
 }
