@@ -346,7 +346,13 @@ class Transform:
 
 @final
 class Decode(Transform):
-    def __new__(cls, max_width: int = 16384, max_height: int = 16384, max_alloc: int = 268435456) -> Decode: ...
+    def __new__(
+        cls,
+        max_width: int = 16384,
+        max_height: int = 16384,
+        max_alloc: int = 268435456,
+        draft: int | tuple[int, int] | None = None,
+    ) -> Decode: ...
 
 @final
 class ToRgb(Transform):

@@ -83,7 +83,7 @@ mod tests {
             "reqwest",
             "object_store",
             "png",
-            "zune-jpeg",
+            "tiff",
             "dlrs-io",
             "dlrs-transforms",
             "dlrs-py",

@@ -375,7 +375,7 @@ impl PyTransform {
 
 type Init<T> = PyResult<(T, PyTransform)>;
 
-/// `Decode(max_width=16384, max_height=16384, max_alloc=256 MiB)`.
+/// `Decode(max_width=16384, max_height=16384, max_alloc=256 MiB, draft=None)`.
 #[pyclass(frozen, extends = PyTransform, module = "dataloader_rs.transforms")]
 pub struct Decode;
 
@@ -383,13 +383,14 @@ pub struct Decode;
 impl Decode {
     #[new]
     #[pyo3(
-        signature = (max_width = None, max_height = None, max_alloc = None),
-        text_signature = "(max_width=16384, max_height=16384, max_alloc=268435456)"
+        signature = (max_width = None, max_height = None, max_alloc = None, draft = None),
+        text_signature = "(max_width=16384, max_height=16384, max_alloc=268435456, draft=None)"
     )]
     fn new(
         max_width: Option<&Bound<'_, PyAny>>,
         max_height: Option<&Bound<'_, PyAny>>,
         max_alloc: Option<&Bound<'_, PyAny>>,
+        draft: Option<&Bound<'_, PyAny>>,
     ) -> Init<Self> {
         let side = |name, v: Option<&Bound<'_, PyAny>>| -> PyResult<usize> {
             v.map_or(Ok(rt::MAX_SIDE), |v| {
@@ -405,8 +406,30 @@ impl Decode {
                 int_arg("Decode", "max_alloc", v, 1, Some(rt::MAX_BYTES as i64))? as usize,
             )
         })?;
-        let t = rt::Decode::new(w, h, alloc).map_err(rt_err)?;
-        let repr = format!("Decode(max_width={w}, max_height={h}, max_alloc={alloc})");
+        let mut t = rt::Decode::new(w, h, alloc).map_err(rt_err)?;
+        let mut repr = format!("Decode(max_width={w}, max_height={h}, max_alloc={alloc}");
+        if let Some(d) = draft.filter(|d| !d.is_none()) {
+            // Pillow's `draft` order: (width, height).
+            let (dw, dh) = match seq_arg(d) {
+                None => {
+                    let n = size_arg("Decode", "draft", d)?;
+                    (n, n)
+                }
+                Some(v) if v.len() == 2 => (
+                    size_arg("Decode", "draft", &v[0])?,
+                    size_arg("Decode", "draft", &v[1])?,
+                ),
+                Some(v) => {
+                    return Err(PyValueError::new_err(format!(
+                        "Decode: draft must be an int or a sequence of 2 ints (width, height), got {} values",
+                        v.len()
+                    )));
+                }
+            };
+            t = t.with_draft(dw, dh).map_err(rt_err)?;
+            repr.push_str(&format!(", draft=({dw}, {dh})"));
+        }
+        repr.push(')');
         Ok((Decode, PyTransform::of(t, repr)))
     }
 }

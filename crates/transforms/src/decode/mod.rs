@@ -62,6 +62,8 @@ impl DecodeLimits {
 #[derive(Debug, Clone, Default)]
 pub struct Decode {
     limits: DecodeLimits,
+    /// JPEG only: decode reduced, as Pillow's `draft` (see [`Decode::with_draft`]).
+    draft: Option<(usize, usize)>,
 }
 
 impl Decode {
@@ -86,7 +88,30 @@ impl Decode {
                 max_height,
                 max_alloc,
             },
+            draft: None,
         })
+    }
+
+    /// JPEGs decoded reduced by 1/2, 1/4 or 1/8 in the DCT domain, the most that keeps both
+    /// sides at least `width × height` (each side rounded up), with the values Pillow gives
+    /// after `Image.draft("RGB", (width, height))`. A speed-for-detail trade for pipelines
+    /// that shrink the image next; other formats decode at full size.
+    pub fn with_draft(self, width: usize, height: usize) -> Result<Decode, Error> {
+        if width == 0 || height == 0 {
+            return Err(Error::arg(
+                "Decode",
+                format!("draft=({width}, {height}) must be positive"),
+            ));
+        }
+        Ok(Decode {
+            draft: Some((width, height)),
+            ..self
+        })
+    }
+
+    /// The draft size, if any.
+    pub fn draft(&self) -> Option<(usize, usize)> {
+        self.draft
     }
 
     /// The limits every image is checked against.
@@ -108,7 +133,7 @@ impl Decode {
     pub fn decode_as(&self, format: Format, data: &[u8]) -> Result<Image, Error> {
         let raw = match format {
             Format::Png => png::decode(data, &self.limits)?,
-            Format::Jpeg => jpeg::decode(data, &self.limits)?,
+            Format::Jpeg => jpeg::decode(data, &self.limits, self.draft)?,
             Format::WebP => webp::decode(data, &self.limits)?,
             Format::Tiff => tiff::decode(data, &self.limits)?,
             Format::Bmp => bmp::decode(data, &self.limits)?,

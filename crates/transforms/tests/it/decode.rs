@@ -28,28 +28,15 @@ fn lossless_formats_equal_pillow() {
     check_exact("interlaced.png", (11, 13, 3));
 }
 
-/// JPEG: libjpeg's upsampling and colour conversion, zune-jpeg's inverse DCT (not libjpeg's
-/// islow), so within 2 levels on these fixtures (measured: 4:4:4 2, 4:2:0 1, grey 1, CMYK 0,
-/// progressive 4:2:0 1; zune-jpeg's own upsampling gave 4 on 4:2:0).
+/// JPEG: libjpeg's arithmetic throughout (islow inverse DCT, upsampling, colour
+/// conversion), so Pillow's values to the bit.
 #[test]
-fn jpeg_is_within_a_few_levels_of_pillow() {
-    for (name, c, bound) in [
-        ("rgb444.jpg", 3, 2),
-        ("rgb420.jpg", 3, 2),
-        ("gray.jpg", 1, 1),
-        ("cmyk.jpg", 3, 2),
-        ("progressive.jpg", 3, 2),
-    ] {
-        let im = decode(name);
-        assert_eq!(
-            (im.height(), im.width(), im.channels()),
-            (24, 20, c),
-            "{name}"
-        );
-        let d = max_diff(u8s(&im), &fixture(&format!("{name}.bin")));
-        eprintln!("{name}: max difference {d}");
-        assert!(d <= bound, "{name}: max difference {d} > {bound}");
-    }
+fn jpeg_equals_pillow() {
+    check_exact("rgb444.jpg", (24, 20, 3));
+    check_exact("rgb420.jpg", (24, 20, 3));
+    check_exact("gray.jpg", (24, 20, 1));
+    check_exact("cmyk.jpg", (24, 20, 3));
+    check_exact("progressive.jpg", (24, 20, 3));
 }
 
 #[test]

@@ -1,33 +1,24 @@
-//! JPEG as Pillow (libjpeg-turbo) decodes it: zune-jpeg's entropy decoding and inverse DCT,
-//! then libjpeg's upsampling ([`upsample`]) and YCbCr conversion ([`ycc`]); CMYK (Adobe,
+//! JPEG as Pillow (libjpeg-turbo) decodes it, to the bit: our own baseline and progressive
+//! Huffman decoding ([`entropy`]), libjpeg's integer inverse DCTs ([`idct`], also at 1/2, 1/4
+//! and 1/8 scale), its upsampling ([`upsample`]) and YCbCr conversion ([`ycc`]); CMYK (Adobe,
 //! inverted as Pillow assumes) converted with Pillow's formula.
 
+mod entropy;
+mod header;
+mod huffman;
+mod idct;
 mod upsample;
 mod ycc;
 
-use zune_core::bytestream::ZCursor;
-use zune_core::colorspace::ColorSpace;
-use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
-use zune_jpeg::errors::DecodeErrors;
-
+use self::entropy::Block;
+use self::header::{ColorModel, Frame, Tables};
+use self::huffman::Bits;
 use self::upsample::{Plane, Upsampler};
 use super::{DecodeLimits, Raw, cmyk_row_to_rgb};
 use crate::{Error, Format};
 
-fn map_err(e: DecodeErrors) -> Error {
-    match e {
-        DecodeErrors::ExhaustedData => {
-            Error::truncated(Format::Jpeg, "the data ends before the image does")
-        }
-        DecodeErrors::IoErrors(io) => Error::truncated(Format::Jpeg, format!("{io:?}")),
-        DecodeErrors::Unsupported(s) => Error::unsupported(Format::Jpeg, format!("{s:?}")),
-        other => Error::corrupt(Format::Jpeg, other),
-    }
-}
-
-/// Whether an end-of-image marker follows the first scan. zune-jpeg decodes a file cut inside
-/// its last scan without complaint; Pillow (libjpeg) refuses it as truncated, and so do we.
+/// Whether an end-of-image marker follows the first scan. A file cut inside its scans would
+/// decode with the rest grey; Pillow refuses it as truncated, and so do we, before allocating.
 fn has_end_marker(data: &[u8]) -> bool {
     // Walk the length-prefixed segments up to the first start-of-scan marker.
     let mut at = 2;
@@ -52,80 +43,234 @@ fn has_end_marker(data: &[u8]) -> bool {
         .is_some_and(|scan| scan.windows(2).any(|w| w == [0xff, 0xd9]))
 }
 
-pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
-    // JPEG sides are 16-bit: the decoder's own size limit is lifted and ours checked below.
-    let options = DecoderOptions::default()
-        .set_strict_mode(true)
-        .set_max_width(1 << 16)
-        .set_max_height(1 << 16);
-    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(data), options);
-    decoder.decode_headers().map_err(map_err)?;
-    let (width, height) = decoder
-        .dimensions()
-        .ok_or_else(|| Error::corrupt(Format::Jpeg, "no frame header"))?;
-    let input = decoder
-        .input_colorspace()
-        .ok_or_else(|| Error::corrupt(Format::Jpeg, "no frame header"))?;
-    let (components, channels) = match input {
-        ColorSpace::Luma => (1, 1),
-        ColorSpace::YCbCr | ColorSpace::RGB => (3, 3),
-        // Pillow converts CMYK (and libjpeg's CMYK from YCCK) to RGB itself.
-        ColorSpace::CMYK | ColorSpace::YCCK => (4, 3),
-        other => {
-            return Err(Error::unsupported(
-                Format::Jpeg,
-                format!("colour space {other:?}"),
-            ));
+/// The decoded image; with a `draft` size `(width, height)`, reduced as Pillow's
+/// `Image.draft("RGB", (width, height))` asks libjpeg to: by 1/2, 1/4 or 1/8, the most that
+/// keeps both sides at least that size (each side rounded up), in the DCT domain.
+pub(crate) fn decode(
+    data: &[u8],
+    limits: &DecodeLimits,
+    draft: Option<(usize, usize)>,
+) -> Result<Raw, Error> {
+    decode_scaled(data, limits, draft)
+}
+
+/// Pillow's choice of reduction for a `draft` request on a `width × height` image.
+fn reduction(width: usize, height: usize, draft: Option<(usize, usize)>) -> usize {
+    let Some((w, h)) = draft else { return 1 };
+    let scale = (width / w.max(1)).min(height / h.max(1));
+    [8, 4, 2, 1].into_iter().find(|&d| scale >= d).unwrap_or(1)
+}
+
+/// The next marker at or after `at` and the position after it, passing over fill bytes and
+/// (as libjpeg does, with a warning) any stray bytes before it.
+fn next_marker(data: &[u8], mut at: usize) -> Option<(u8, usize)> {
+    loop {
+        while *data.get(at)? != 0xff {
+            at += 1;
         }
-    };
-    limits.check(width as u64, height as u64, channels as u64)?;
-    if !has_end_marker(data) {
-        return Err(Error::truncated(
-            Format::Jpeg,
-            "no end-of-image marker after the scan data",
-        ));
+        while *data.get(at)? == 0xff {
+            at += 1;
+        }
+        if data[at] != 0 {
+            return Some((data[at], at + 1));
+        }
+        at += 1;
     }
-    // The components as the inverse DCT leaves them; upsampling and colour conversion are
-    // ours, in libjpeg's arithmetic (zune-jpeg's differ at the edges of subsampled images).
-    let mut raw = decoder.raw_output();
-    let layout = raw
-        .layout()
-        .ok_or_else(|| Error::corrupt(Format::Jpeg, "no frame header"))?;
-    if raw.num_components() != Some(components) {
+}
+
+/// Where a component's samples go: its inverse DCT size and its plane.
+struct Output {
+    /// Samples per block side: 8 at full scale, fewer when decoding reduced.
+    size: usize,
+    /// Rows of `blocks_w * size` samples.
+    plane: Vec<u8>,
+    stride: usize,
+    /// The component's size in samples (libjpeg's `downsampled_width` and `_height`).
+    width: usize,
+    height: usize,
+    /// Its quantisation table, as it stood at the component's first scan.
+    quant: Option<[u16; 64]>,
+    idct: idct::BlockFn,
+}
+
+impl Output {
+    #[inline(always)]
+    fn put(&mut self, bx: usize, by: usize, block: &Block) {
+        let s = self.size;
+        let at = by * s * self.stride + bx * s;
+        if let Some(q) = &self.quant {
+            (self.idct)(s, block, q, &mut self.plane[at..], self.stride);
+        }
+    }
+}
+
+fn decode_scaled(
+    data: &[u8],
+    limits: &DecodeLimits,
+    draft: Option<(usize, usize)>,
+) -> Result<Raw, Error> {
+    let mut denom = 1;
+    if !data.starts_with(&[0xff, 0xd8]) {
+        return Err(Error::corrupt(Format::Jpeg, "no start-of-image marker"));
+    }
+    let mut tables = Tables::default();
+    let mut frame: Option<Frame> = None;
+    let mut outputs: Vec<Output> = Vec::new();
+    let mut coefs: Option<Vec<Vec<Block>>> = None;
+    let mut model = None;
+    let mut at = 2;
+    loop {
+        let Some((marker, after)) = next_marker(data, at) else {
+            return Err(Error::truncated(
+                Format::Jpeg,
+                "the data ends before the end-of-image marker",
+            ));
+        };
+        at = after;
+        match marker {
+            0xd9 => break,
+            // Restart markers between segments, and TEM, stand alone.
+            0xd0..=0xd7 | 0x01 => continue,
+            0xd8 => {
+                return Err(Error::corrupt(
+                    Format::Jpeg,
+                    "a second start-of-image marker",
+                ));
+            }
+            _ => {}
+        }
+        let (body, next) = header::segment(data, at, "a marker segment")?;
+        at = next;
+        match marker {
+            0xc0..=0xc2 => {
+                if frame.is_some() {
+                    return Err(Error::corrupt(Format::Jpeg, "a second frame header"));
+                }
+                let f = header::read_frame(body, marker == 0xc2)?;
+                let channels = if f.components.len() == 1 { 1 } else { 3 };
+                limits.check(f.width as u64, f.height as u64, channels)?;
+                if !has_end_marker(data) {
+                    return Err(Error::truncated(
+                        Format::Jpeg,
+                        "no end-of-image marker after the scan data",
+                    ));
+                }
+                denom = reduction(f.width, f.height, draft);
+                outputs = outputs_for(&f, denom);
+                frame = Some(f);
+            }
+            0xc3 | 0xc5..=0xc7 | 0xc9..=0xcb | 0xcd..=0xcf => {
+                let kind = if marker >= 0xc9 {
+                    "arithmetic-coded"
+                } else {
+                    "lossless or hierarchical"
+                };
+                return Err(Error::unsupported(Format::Jpeg, format!("{kind} JPEG")));
+            }
+            0xc4 => tables.read_huffman(body)?,
+            0xdb => tables.read_quant(body)?,
+            0xdd => {
+                let [a, b, ..] = *body else {
+                    return Err(Error::corrupt(Format::Jpeg, "bad restart interval"));
+                };
+                tables.restart_interval = usize::from(u16::from_be_bytes([a, b]));
+            }
+            0xe0..=0xef => tables.read_app(marker, body),
+            0xda => {
+                let f = frame.as_ref().ok_or_else(|| {
+                    Error::corrupt(Format::Jpeg, "a scan before the frame header")
+                })?;
+                if model.is_none() {
+                    model = Some(tables.color_model(f)?);
+                }
+                let scan = header::read_scan(body, f)?;
+                for &(ci, _, _) in &scan.components {
+                    let out = &mut outputs[ci];
+                    if out.quant.is_none() {
+                        let tq = f.components[ci].tq;
+                        out.quant = Some(tables.quant[tq].ok_or_else(|| {
+                            Error::corrupt(
+                                Format::Jpeg,
+                                format!("quantisation table {tq} not defined"),
+                            )
+                        })?);
+                    }
+                }
+                let mut bits = Bits::new(data, at);
+                let whole = !f.progressive
+                    && scan.components.len() == f.components.len()
+                    && coefs.is_none();
+                if whole {
+                    // The common case: one scan of everything, each block to its plane at once.
+                    entropy::sequential(f, &scan, &tables, &mut bits, |ci, bx, by, block| {
+                        outputs[ci].put(bx, by, block)
+                    })?;
+                } else {
+                    let store = coefs.get_or_insert_with(|| {
+                        f.components
+                            .iter()
+                            .map(|c| vec![[0i16; 64]; c.blocks_w * c.blocks_h])
+                            .collect()
+                    });
+                    if f.progressive {
+                        entropy::progressive(f, &scan, &tables, &mut bits, store)?;
+                    } else {
+                        entropy::sequential(f, &scan, &tables, &mut bits, |ci, bx, by, block| {
+                            store[ci][by * f.components[ci].blocks_w + bx] = *block;
+                        })?;
+                    }
+                }
+                at = bits.end();
+            }
+            _ => {}
+        }
+    }
+    let (Some(frame), Some(model)) = (frame, model) else {
         return Err(Error::corrupt(
             Format::Jpeg,
-            format!("{:?} components for {input:?}", raw.num_components()),
+            "no scan before the end-of-image marker",
         ));
+    };
+    if let Some(store) = coefs {
+        for ((c, out), blocks) in frame.components.iter().zip(&mut outputs).zip(&store) {
+            for (i, block) in blocks.iter().enumerate() {
+                out.put(i % c.blocks_w, i / c.blocks_w, block);
+            }
+        }
     }
-    let layout = &layout[..components];
-    let mut buffers: Vec<Vec<u8>> = layout.iter().map(|p| vec![0; p.byte_size]).collect();
-    let mut slices: Vec<&mut [u8]> = buffers.iter_mut().map(Vec::as_mut_slice).collect();
-    raw.decode_into_planes(&mut slices).map_err(map_err)?;
-    let max_h = layout.iter().map(|p| p.horizontal_sampling_factor).max();
-    let max_v = layout.iter().map(|p| p.vertical_sampling_factor).max();
-    let (max_h, max_v) = (max_h.unwrap_or(1), max_v.unwrap_or(1));
-    let mut ups = Vec::with_capacity(components);
-    for (info, buf) in layout.iter().zip(&buffers) {
-        let (h, v) = (
-            info.horizontal_sampling_factor,
-            info.vertical_sampling_factor,
+    let width = frame.width.div_ceil(denom);
+    let height = frame.height.div_ceil(denom);
+    let channels = if frame.components.len() == 1 { 1 } else { 3 };
+    // The densest component sets the image's size; the others are upsampled to it.
+    let mut ups = Vec::with_capacity(outputs.len());
+    let min_size = 8 / denom;
+    for (c, out) in frame.components.iter().zip(&outputs) {
+        let plane = Plane {
+            data: &out.plane,
+            stride: out.stride,
+            width: out.width,
+            height: out.height,
+        };
+        let (fx, fy) = (
+            (frame.max_h * min_size) / (c.h * out.size),
+            (frame.max_v * min_size) / (c.v * out.size),
         );
-        if h == 0 || v == 0 || max_h % h != 0 || max_v % v != 0 {
+        if fx * c.h * out.size != frame.max_h * min_size
+            || fy * c.v * out.size != frame.max_v * min_size
+        {
             return Err(Error::unsupported(
                 Format::Jpeg,
-                format!("sampling factors {h}x{v} under {max_h}x{max_v}"),
+                format!(
+                    "sampling factors {}x{} under {}x{}",
+                    c.h, c.v, frame.max_h, frame.max_v
+                ),
             ));
         }
-        let plane = Plane {
-            data: buf,
-            stride: info.stride,
-            width: info.width,
-            height: info.height,
-        };
-        ups.push(Upsampler::new(plane, max_h / h, max_v / v, width)?);
+        // At 1/8 scale libjpeg has no context rows, so it replicates instead of filtering.
+        ups.push(Upsampler::new(plane, fx, fy, width, min_size > 1)?);
     }
     let mut out = vec![0u8; width * height * channels];
-    convert_fast(input, &mut ups, &mut out, width * channels);
+    convert_fast(model, &mut ups, &mut out, width * channels);
     Ok(Raw {
         width,
         height,
@@ -134,29 +279,58 @@ pub(crate) fn decode(data: &[u8], limits: &DecodeLimits) -> Result<Raw, Error> {
     })
 }
 
+/// Each component's inverse DCT size at 1/`denom` scale and its plane. As libjpeg does, a
+/// subsampled component is decoded larger where that spares upsampling it.
+fn outputs_for(f: &Frame, denom: usize) -> Vec<Output> {
+    let min = 8 / denom;
+    let idct = idct::block_fn();
+    f.components
+        .iter()
+        .map(|c| {
+            let mut size = min;
+            while size < 8
+                && (f.max_h * min) % (c.h * size * 2) == 0
+                && (f.max_v * min) % (c.v * size * 2) == 0
+            {
+                size *= 2;
+            }
+            let stride = c.blocks_w * size;
+            Output {
+                size,
+                plane: vec![0; stride * c.blocks_h * size],
+                stride,
+                width: (f.width * c.h * size).div_ceil(f.max_h * 8),
+                height: (f.height * c.v * size).div_ceil(f.max_v * 8),
+                quant: None,
+                idct,
+            }
+        })
+        .collect()
+}
+
 /// The image's rows (`row_bytes` each) from its components: copied, colour converted, or
 /// CMYK converted to RGB.
 #[inline(always)]
-fn convert(input: ColorSpace, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
+fn convert(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
     let rows = out.chunks_exact_mut(row_bytes);
     match (input, &mut ups[..]) {
-        (ColorSpace::Luma, [l]) => {
+        (ColorModel::Gray, [l]) => {
             for (y, o) in rows.enumerate() {
                 o.copy_from_slice(l.row(y));
             }
         }
-        (ColorSpace::YCbCr, [l, cb, cr]) => {
+        (ColorModel::YCbCr, [l, cb, cr]) => {
             let mut planes = vec![0u8; row_bytes];
             for (y, o) in rows.enumerate() {
                 ycc::row_to_rgb(l.row(y), cb.row(y), cr.row(y), &mut planes, o);
             }
         }
-        (ColorSpace::RGB, [r, g, b]) => {
+        (ColorModel::Rgb, [r, g, b]) => {
             for (y, o) in rows.enumerate() {
                 ycc::interleave(r.row(y), g.row(y), b.row(y), o);
             }
         }
-        (ColorSpace::CMYK, [c, m, ye, k]) => {
+        (ColorModel::Cmyk, [c, m, ye, k]) => {
             let mut cmyk = vec![0u8; row_bytes / 3 * 4];
             for (y, o) in rows.enumerate() {
                 let (c, m, ye, k) = (c.row(y), m.row(y), ye.row(y), k.row(y));
@@ -167,7 +341,7 @@ fn convert(input: ColorSpace, ups: &mut [Upsampler<'_>], out: &mut [u8], row_byt
                 cmyk_row_to_rgb(&cmyk, o);
             }
         }
-        (ColorSpace::YCCK, [l, cb, cr, k]) => {
+        (ColorModel::Ycck, [l, cb, cr, k]) => {
             let mut cmyk = vec![0u8; row_bytes / 3 * 4];
             for (y, o) in rows.enumerate() {
                 let (l, cb, cr, k) = (l.row(y), cb.row(y), cr.row(y), k.row(y));
@@ -185,11 +359,11 @@ fn convert(input: ColorSpace, ups: &mut [Upsampler<'_>], out: &mut [u8], row_byt
 
 /// [`convert`] compiled for AVX2 when the CPU has it (the build targets any x86-64), so that
 /// its per-sample loops vectorize twice as wide. The values are the same either way.
-fn convert_fast(input: ColorSpace, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
+fn convert_fast(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2(input: ColorSpace, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
+        fn avx2(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
             convert(input, ups, out, row_bytes);
         }
         if std::arch::is_x86_feature_detected!("avx2") {

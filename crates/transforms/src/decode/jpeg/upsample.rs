@@ -48,14 +48,21 @@ pub(super) struct Upsampler<'a> {
 impl<'a> Upsampler<'a> {
     /// A component sampled `fx` times less often across than the densest one, `fy` times less
     /// down, for an image `width` samples wide.
-    pub(super) fn new(plane: Plane<'a>, fx: usize, fy: usize, width: usize) -> Result<Self, Error> {
+    /// `filter` false: replication only (libjpeg at 1/8 scale, where it has no context rows).
+    pub(super) fn new(
+        plane: Plane<'a>,
+        fx: usize,
+        fy: usize,
+        width: usize,
+        filter: bool,
+    ) -> Result<Self, Error> {
         // libjpeg filters only a component more than 2 samples wide; a narrower one repeats.
-        let fancy = plane.width > 2;
+        let fancy = filter && plane.width > 2;
         let method = match (fx, fy) {
             (1, 1) => Method::Full,
             (2, 1) if fancy => Method::Fancy2x1,
             (2, 2) if fancy => Method::Fancy2x2,
-            (1, 2) => Method::Fancy1x2,
+            (1, 2) if filter => Method::Fancy1x2,
             (1..=4, 1..=4) => Method::Replicate { fx, fy },
             _ => {
                 return Err(Error::unsupported(
@@ -167,7 +174,7 @@ mod tests {
         out_w: usize,
         out_h: usize,
     ) -> Vec<Vec<u8>> {
-        let mut up = Upsampler::new(plane(data, w, h), fx, fy, out_w).unwrap();
+        let mut up = Upsampler::new(plane(data, w, h), fx, fy, out_w, true).unwrap();
         (0..out_h).map(|y| up.row(y).to_vec()).collect()
     }
 
