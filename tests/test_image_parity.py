@@ -163,6 +163,36 @@ def test_draft_is_pillows_draft(case, h, w, reduce):
     assert_matches(T.Decode(draft=size)(data), pil_as_decoded(theirs))
 
 
+@pytest.mark.parametrize(("oh", "ow"), [(224, 224), (100, 130), (60, 45), (30, 40), (375, 500)])
+@pytest.mark.parametrize(("h", "w"), [(375, 500), (251, 333)])
+def test_auto_draft_then_resize_is_pillows_draft_then_resize(h, w, oh, ow):
+    """Decode(draft="auto") reduces as much as the Resize after it allows, as Pillow's draft
+    of the output size does: the whole pipeline is Pillow's draft + resize to the bit."""
+    data = encode(pil_image("RGB", h, w, "smooth", seed=h), "JPEG", quality=90)
+    ours = T.Compose([T.Decode(draft="auto"), T.ToRgb(), T.Resize((oh, ow))])(data)
+    theirs = PILImage.open(io.BytesIO(data))
+    theirs.draft("RGB", (ow, oh))
+    assert_matches(ours, np.asarray(theirs.convert("RGB").resize((ow, oh), PILImage.BILINEAR)))
+
+
+def test_auto_draft_random_resized_crop_crops_the_same_region():
+    """Under draft="auto" RandomResizedCrop crops the region drawn for the full image, so the
+    result stays within a few levels of the full-size pipeline on average (sub-pixel shifts of
+    the scaled region, and the reduced decode's own filtering, make the rest)."""
+    data = encode(pil_image("RGB", 750, 1000, "smooth", seed=3), "JPEG", quality=90)
+    crop = T.RandomResizedCrop(112)
+    reduced = T.Compose([T.Decode(draft="auto"), T.ToRgb(), crop])
+    full = T.Compose([T.Decode(), T.ToRgb(), crop])
+    differ = 0
+    for seed in range(12):
+        a = np.asarray(reduced(data, seed=seed)).astype(np.int16)
+        b = np.asarray(full(data, seed=seed)).astype(np.int16)
+        assert a.shape == b.shape == (112, 112, 3)
+        assert np.abs(a - b).mean() < 3, seed
+        differ += not np.array_equal(a, b)
+    assert differ > 0
+
+
 @pytest.mark.parametrize("progressive", [False, True])
 @pytest.mark.parametrize("subsampling", [0, 1, 2])
 @pytest.mark.parametrize(("h", "w"), [(375, 500), (751, 1001)])

@@ -351,7 +351,7 @@ class Decode(Transform):
         max_width: int = 16384,
         max_height: int = 16384,
         max_alloc: int = 268435456,
-        draft: int | tuple[int, int] | None = None,
+        draft: int | tuple[int, int] | Literal["auto"] | None = None,
     ) -> Decode: ...
 
 @final

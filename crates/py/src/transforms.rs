@@ -409,6 +409,17 @@ impl Decode {
         let mut t = rt::Decode::new(w, h, alloc).map_err(rt_err)?;
         let mut repr = format!("Decode(max_width={w}, max_height={h}, max_alloc={alloc}");
         if let Some(d) = draft.filter(|d| !d.is_none()) {
+            if let Ok(name) = d.cast::<PyString>() {
+                if name.to_str()? != "auto" {
+                    return Err(PyValueError::new_err(format!(
+                        "Decode: draft must be None, 'auto', an int or (width, height), got {}",
+                        shown(d)
+                    )));
+                }
+                let t = t.with_auto_draft();
+                repr.push_str(", draft='auto')");
+                return Ok((Decode, PyTransform::of(t, repr)));
+            }
             // Pillow's `draft` order: (width, height).
             let (dw, dh) = match seq_arg(d) {
                 None => {

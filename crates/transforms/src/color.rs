@@ -88,17 +88,29 @@ impl Transform for ToRgb {
     fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
         apply_convert("ToRgb", item, 3)
     }
+
+    fn keeps_size(&self) -> bool {
+        true
+    }
 }
 
 impl Transform for ToRgba {
     fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
         apply_convert("ToRgba", item, 4)
     }
+
+    fn keeps_size(&self) -> bool {
+        true
+    }
 }
 
 impl Transform for ToGray {
     fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
         apply_convert("ToGray", item, 1)
+    }
+
+    fn keeps_size(&self) -> bool {
+        true
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::tensor::FloatPlan;
-use crate::{Error, Item, Key, Transform};
+use crate::{Draft, Error, Item, Key, Transform};
 
 #[derive(Debug)]
 enum Stage {
@@ -26,6 +26,9 @@ enum Stage {
 pub struct Compose {
     transforms: Vec<Arc<dyn Transform>>,
     stages: Vec<Stage>,
+    /// `(decoder, resizer)` stage pairs: a `Decode` with [`Draft::Auto`] and the step that
+    /// resizes after it (past steps that keep the size), which sets its reduction.
+    drafts: Vec<(usize, usize)>,
 }
 
 impl Compose {
@@ -59,7 +62,28 @@ impl Compose {
                 i += 1;
             }
         }
-        Compose { transforms, stages }
+        let mut drafts = Vec::new();
+        for (d, stage) in stages.iter().enumerate() {
+            let Stage::One(_, t) = stage else { continue };
+            if t.as_decode().is_none_or(|d| d.draft() != Draft::Auto) {
+                continue;
+            }
+            let next = stages[d + 1..].iter().position(|s| match s {
+                Stage::One(_, t) => !t.keeps_size(),
+                Stage::Fused(_) => true,
+            });
+            if let Some(r) = next.map(|n| d + 1 + n)
+                && let Stage::One(_, t) = &stages[r]
+                && t.shrink(Key::new(0, 0, 0), 1, 1).is_some()
+            {
+                drafts.push((d, r));
+            }
+        }
+        Compose {
+            transforms,
+            stages,
+            drafts,
+        }
     }
 
     /// The transforms, as given.
@@ -91,9 +115,33 @@ impl Transform for Compose {
     }
 
     fn apply_keyed(&self, key: Key, mut item: Item) -> Result<Item, Error> {
-        for stage in &self.stages {
+        // A reduced decode: the resizing stage, the full size and the reduction.
+        let mut reduced: Option<(usize, (usize, usize), usize)> = None;
+        for (s, stage) in self.stages.iter().enumerate() {
             item = match stage {
-                Stage::One(i, t) => t.apply_keyed(key.at(*i), item)?,
+                Stage::One(i, t) => match (reduced, self.drafts.iter().find(|&&(d, _)| d == s)) {
+                    (Some((r, full, scale)), _) if r == s => {
+                        reduced = None;
+                        t.apply_reduced(key.at(*i), item, full, scale)?
+                    }
+                    (_, Some(&(_, r))) => match (&item, t.as_decode()) {
+                        (Item::Bytes(data), Some(decode)) => {
+                            let Stage::One(ri, resizer) = &self.stages[r] else {
+                                unreachable!("a resizing stage is one step")
+                            };
+                            let rkey = key.at(*ri);
+                            let pick =
+                                |h, w| resizer.shrink(rkey, h, w).map_or(1, |s| s.reduction());
+                            let (im, full, scale) = decode.decode_reduced(data, &pick)?;
+                            if scale > 1 {
+                                reduced = Some((r, full, scale));
+                            }
+                            Item::Image(im)
+                        }
+                        _ => t.apply_keyed(key.at(*i), item)?,
+                    },
+                    _ => t.apply_keyed(key.at(*i), item)?,
+                },
                 Stage::Fused(plan) => Item::Image(plan.run(item)?),
             };
         }

@@ -85,7 +85,7 @@ pub use augment::{
 pub use collate::{Batch, BatchLayout, Collator};
 pub use color::{ToGray, ToRgb, ToRgba};
 pub use compose::Compose;
-pub use decode::{Decode, DecodeLimits, sniff_format};
+pub use decode::{Decode, DecodeLimits, Draft, sniff_format};
 pub use error::{Error, Format};
 pub use geometry::{
     Anchor, CenterCrop, Crop, Fill, HFlip, Pad, PadTo, Padding, PaddingMode, Rotate90, Size, VFlip,
@@ -94,4 +94,4 @@ pub use image::{Dtype, Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 pub use resize::{Interpolation, Resize, ResizeSize};
 pub use rng::{Key, Rng, philox4x64_10};
 pub use tensor::{Normalize, ToChw, ToFloat, ToHwc};
-pub use transform::{Params, Pointwise, RandomParams, Transform, Value};
+pub use transform::{Params, Pointwise, RandomParams, Shrink, Transform, Value};

@@ -4,7 +4,7 @@
 use crate::color::u8_hwc;
 use crate::decode::muldiv255;
 use crate::image::{Image, Item, Layout, Pixels, check_size};
-use crate::{Error, Transform};
+use crate::{Error, Key, Shrink, Transform};
 
 /// The resampling filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -173,6 +173,35 @@ impl Resize {
 impl Transform for Resize {
     fn apply(&self, _index: u64, item: Item) -> Result<Item, Error> {
         self.resize(item.into_image("Resize")?).map(Item::Image)
+    }
+
+    fn shrink(&self, _key: Key, height: usize, width: usize) -> Option<Shrink> {
+        let (out_height, out_width) = self.output_size(height, width);
+        Some(Shrink {
+            top: 0,
+            left: 0,
+            height,
+            width,
+            out_height,
+            out_width,
+        })
+    }
+
+    fn apply_reduced(
+        &self,
+        _key: Key,
+        item: Item,
+        full: (usize, usize),
+        _scale: usize,
+    ) -> Result<Item, Error> {
+        // The size the full image would have been given.
+        let (height, width) = self.output_size(full.0, full.1);
+        let exact = Resize {
+            size: ResizeSize::Exact { height, width },
+            max_size: None,
+            ..self.clone()
+        };
+        exact.resize(item.into_image("Resize")?).map(Item::Image)
     }
 }
 

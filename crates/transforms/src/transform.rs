@@ -33,6 +33,78 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
     fn pointwise(&self) -> Option<Pointwise> {
         None
     }
+
+    /// For a step that resizes: the region of a `height × width` input it reads, and the size
+    /// it makes of it. A JPEG decoded with [`crate::Draft::Auto`] before it in a
+    /// [`crate::Compose`] is reduced as long as that region stays at least that size.
+    fn shrink(&self, _key: Key, _height: usize, _width: usize) -> Option<Shrink> {
+        None
+    }
+
+    /// [`Transform::apply_keyed`] for an input of `full` size `(height, width)` that was
+    /// decoded reduced by `scale` (each side rounded up): the step reads the region
+    /// [`Transform::shrink`] named, scaled, and makes the same size of it. Only steps whose
+    /// `shrink` is `Some` are asked; the default ignores the reduction.
+    ///
+    /// # Errors
+    /// As [`Transform::apply`].
+    fn apply_reduced(
+        &self,
+        key: Key,
+        item: Item,
+        _full: (usize, usize),
+        _scale: usize,
+    ) -> Result<Item, Error> {
+        self.apply_keyed(key, item)
+    }
+
+    /// Whether the step keeps an image's height and width (the colour conversions): a
+    /// [`crate::Compose`] looks past it for the step that resizes.
+    fn keeps_size(&self) -> bool {
+        false
+    }
+
+    /// The step as a [`crate::Decode`], for a [`crate::Compose`] to find the decoder.
+    fn as_decode(&self) -> Option<&crate::Decode> {
+        None
+    }
+}
+
+/// What a resizing step reads of its input, and what it makes of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shrink {
+    /// The region read: first row, first column, rows, columns.
+    pub top: usize,
+    /// First column.
+    pub left: usize,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+    /// The output's rows.
+    pub out_height: usize,
+    /// The output's columns.
+    pub out_width: usize,
+}
+
+impl Shrink {
+    /// The reduction (1, 2, 4 or 8) of the input that keeps the region at least the output's
+    /// size, by Pillow's `draft` rule.
+    pub fn reduction(&self) -> usize {
+        crate::decode::reduction(self.width, self.height, self.out_width, self.out_height)
+    }
+
+    /// The region in the input reduced by `scale` (`full` the input's size), rounded to the
+    /// nearest sample and kept inside it, at least one sample on each side.
+    pub fn scaled(&self, full: (usize, usize), scale: usize) -> (usize, usize, usize, usize) {
+        let (rh, rw) = (full.0.div_ceil(scale), full.1.div_ceil(scale));
+        let near = |v: usize| (v as f64 / scale as f64).round() as usize;
+        let top = near(self.top).min(rh - 1);
+        let left = near(self.left).min(rw - 1);
+        let height = near(self.height).clamp(1, rh - top);
+        let width = near(self.width).clamp(1, rw - left);
+        (top, left, height, width)
+    }
 }
 
 /// A per-value step that [`crate::Compose`] may fuse with its neighbours.

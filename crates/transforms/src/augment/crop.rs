@@ -5,7 +5,9 @@ use crate::color::u8_hwc;
 use crate::geometry::{Window, apply_window};
 use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
 use crate::tv::{Interpolation, resize_u8};
-use crate::{Error, Fill, Key, PaddingMode, Params, RandomParams, Rng, Size, Transform, Value};
+use crate::{
+    Error, Fill, Key, PaddingMode, Params, RandomParams, Rng, Shrink, Size, Transform, Value,
+};
 
 /// A drawn crop: rows `top..top + height`, columns `left..left + width`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,25 +137,70 @@ impl Transform for RandomResizedCrop {
     fn apply_keyed(&self, key: Key, item: Item) -> Result<Item, Error> {
         let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
         let b = self.draw(&mut key.rng(), h, w);
-        let (top, left) = (b.top as usize, b.left as usize);
-        let mut crop = Vec::with_capacity(b.height * b.width * c);
-        for y in top..top + b.height {
-            crop.extend_from_slice(&v[(y * w + left) * c..][..b.width * c]);
+        let region = (b.top as usize, b.left as usize, b.height, b.width);
+        Ok(Item::Image(self.crop_resize(&v, (h, w, c), region)))
+    }
+
+    fn shrink(&self, key: Key, height: usize, width: usize) -> Option<Shrink> {
+        let b = self.draw(&mut key.rng(), height, width);
+        Some(Shrink {
+            top: b.top as usize,
+            left: b.left as usize,
+            height: b.height,
+            width: b.width,
+            out_height: self.size.height,
+            out_width: self.size.width,
+        })
+    }
+
+    fn apply_reduced(
+        &self,
+        key: Key,
+        item: Item,
+        full: (usize, usize),
+        scale: usize,
+    ) -> Result<Item, Error> {
+        let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
+        // The crop drawn for the full image, in the reduced one.
+        let region = match self.shrink(key, full.0, full.1) {
+            Some(s) if (h, w) == (full.0.div_ceil(scale), full.1.div_ceil(scale)) => {
+                s.scaled(full, scale)
+            }
+            _ => {
+                let b = self.draw(&mut key.rng(), h, w);
+                (b.top as usize, b.left as usize, b.height, b.width)
+            }
+        };
+        Ok(Item::Image(self.crop_resize(&v, (h, w, c), region)))
+    }
+}
+
+impl RandomResizedCrop {
+    /// The `(top, left, height, width)` region of a uint8 HWC image resized to `size`.
+    fn crop_resize(
+        &self,
+        v: &[u8],
+        (_, w, c): (usize, usize, usize),
+        (top, left, height, width): (usize, usize, usize, usize),
+    ) -> Image {
+        let mut crop = Vec::with_capacity(height * width * c);
+        for y in top..top + height {
+            crop.extend_from_slice(&v[(y * w + left) * c..][..width * c]);
         }
         let out = resize_u8(
             &crop,
-            (b.height, b.width, c),
+            (height, width, c),
             (self.size.height, self.size.width),
             self.interpolation,
             self.antialias,
         );
-        Ok(Item::Image(Image::from_parts(
+        Image::from_parts(
             self.size.height,
             self.size.width,
             c,
             Layout::Hwc,
             Pixels::U8(out),
-        )))
+        )
     }
 }
 

@@ -62,8 +62,40 @@ impl DecodeLimits {
 #[derive(Debug, Clone, Default)]
 pub struct Decode {
     limits: DecodeLimits,
-    /// JPEG only: decode reduced, as Pillow's `draft` (see [`Decode::with_draft`]).
-    draft: Option<(usize, usize)>,
+    /// JPEG only: decode reduced (see [`Draft`]).
+    draft: Draft,
+}
+
+/// Whether and how [`Decode`] reduces JPEGs in the DCT domain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Draft {
+    /// Full size.
+    #[default]
+    Off,
+    /// As Pillow's `Image.draft("RGB", (width, height))`: by 1/2, 1/4 or 1/8, the most that
+    /// keeps both sides at least `width × height`.
+    Size {
+        /// The width to keep.
+        width: usize,
+        /// The height to keep.
+        height: usize,
+    },
+    /// In a [`crate::Compose`], as much as the next step that resizes (a `Resize` or a
+    /// `RandomResizedCrop`, past colour conversions) allows: the region it reads stays at least
+    /// the size it makes of it. Alone, full size.
+    Auto,
+}
+
+/// Pillow's `draft` rule: the largest of 8, 4, 2 and 1 that divides neither side of a
+/// `width × height` region below `want_width × want_height`.
+pub(crate) fn reduction(
+    width: usize,
+    height: usize,
+    want_width: usize,
+    want_height: usize,
+) -> usize {
+    let scale = (width / want_width.max(1)).min(height / want_height.max(1));
+    [8, 4, 2].into_iter().find(|&d| scale >= d).unwrap_or(1)
 }
 
 impl Decode {
@@ -88,7 +120,7 @@ impl Decode {
                 max_height,
                 max_alloc,
             },
-            draft: None,
+            draft: Draft::Off,
         })
     }
 
@@ -104,14 +136,50 @@ impl Decode {
             ));
         }
         Ok(Decode {
-            draft: Some((width, height)),
+            draft: Draft::Size { width, height },
             ..self
         })
     }
 
-    /// The draft size, if any.
-    pub fn draft(&self) -> Option<(usize, usize)> {
+    /// JPEGs reduced as much as the next resizing step of a [`crate::Compose`] allows
+    /// ([`Draft::Auto`]).
+    #[must_use]
+    pub fn with_auto_draft(self) -> Decode {
+        Decode {
+            draft: Draft::Auto,
+            ..self
+        }
+    }
+
+    /// How JPEGs are reduced.
+    pub fn draft(&self) -> Draft {
         self.draft
+    }
+
+    /// Decodes `data`, a JPEG reduced by the factor (1, 2, 4 or 8) that `pick(height, width)`
+    /// chooses for its size; other formats at full size. Returns the image, the full size
+    /// `(height, width)` and the factor used.
+    pub fn decode_reduced(
+        &self,
+        data: &[u8],
+        pick: &dyn Fn(usize, usize) -> usize,
+    ) -> Result<(Image, (usize, usize), usize), Error> {
+        if sniff_format(data) != Some(Format::Jpeg) {
+            let im = self.decode(data)?;
+            let full = (im.height(), im.width());
+            return Ok((im, full, 1));
+        }
+        let chosen = std::cell::Cell::new((0, 0, 1));
+        let raw = jpeg::decode(data, &self.limits, &|w, h| {
+            let d = match pick(h, w) {
+                d @ (2 | 4 | 8) => d,
+                _ => 1,
+            };
+            chosen.set((h, w, d));
+            d
+        })?;
+        let (h, w, d) = chosen.get();
+        Ok((raw.into_image()?, (h, w), d))
     }
 
     /// The limits every image is checked against.
@@ -133,7 +201,10 @@ impl Decode {
     pub fn decode_as(&self, format: Format, data: &[u8]) -> Result<Image, Error> {
         let raw = match format {
             Format::Png => png::decode(data, &self.limits)?,
-            Format::Jpeg => jpeg::decode(data, &self.limits, self.draft)?,
+            Format::Jpeg => jpeg::decode(data, &self.limits, &|w, h| match self.draft {
+                Draft::Size { width, height } => reduction(w, h, width, height),
+                Draft::Off | Draft::Auto => 1,
+            })?,
             Format::WebP => webp::decode(data, &self.limits)?,
             Format::Tiff => tiff::decode(data, &self.limits)?,
             Format::Bmp => bmp::decode(data, &self.limits)?,
@@ -152,6 +223,10 @@ impl Transform for Decode {
                 got: im.describe(),
             }),
         }
+    }
+
+    fn as_decode(&self) -> Option<&Decode> {
+        Some(self)
     }
 }
 

@@ -272,3 +272,113 @@ fn a_huge_header_is_judged_by_its_decoded_size() {
         "webp: {err}"
     );
 }
+
+/// `Decode` with `Draft::Auto` before a `Resize` in a `Compose` (past a colour conversion)
+/// reduces as `with_draft` of the output size does, and the `Resize` still makes that size;
+/// without a resizing step after it, or alone, it decodes at full size.
+#[test]
+fn auto_draft_follows_the_next_resize() {
+    use std::sync::Arc;
+
+    use dlrs_transforms::{
+        Compose, Decode, Draft, Interpolation, Item, Resize, ResizeSize, ToFloat, ToRgb, Transform,
+    };
+    let data = fixture("rgb420.jpg"); // 20 × 24
+    let resize = |height, width| {
+        Resize::new(
+            ResizeSize::Exact { height, width },
+            Interpolation::Bilinear,
+            None,
+            true,
+        )
+        .unwrap()
+    };
+    let run = |steps: Vec<Arc<dyn Transform>>| {
+        let Item::Image(im) = Compose::new(steps)
+            .apply(0, Item::Bytes(data.clone().into()))
+            .unwrap()
+        else {
+            panic!("not an image")
+        };
+        im
+    };
+    let auto = Decode::default().with_auto_draft();
+    assert_eq!(auto.draft(), Draft::Auto);
+    for (h, w) in [(6, 5), (12, 10), (3, 2), (24, 20), (7, 9)] {
+        let ours = run(vec![
+            Arc::new(auto.clone()),
+            Arc::new(ToRgb),
+            Arc::new(resize(h, w)),
+        ]);
+        let explicit = run(vec![
+            Arc::new(Decode::default().with_draft(w, h).unwrap()),
+            Arc::new(resize(h, w)),
+        ]);
+        assert_eq!((ours.height(), ours.width()), (h, w));
+        assert_eq!(u8s(&ours), u8s(&explicit), "{h}x{w}");
+    }
+    // 6 × 5 is a reduction by 4: not what a full decode gives.
+    let full = run(vec![Arc::new(Decode::default()), Arc::new(resize(6, 5))]);
+    let reduced = run(vec![Arc::new(auto.clone()), Arc::new(resize(6, 5))]);
+    assert_ne!(u8s(&full), u8s(&reduced));
+    // No resizing step next (ToFloat does not keep uint8): full size.
+    let Item::Image(im) = Compose::new(vec![Arc::new(auto.clone()), Arc::new(ToFloat::new(true))])
+        .apply(0, Item::Bytes(data.clone().into()))
+        .unwrap()
+    else {
+        panic!("not an image")
+    };
+    assert_eq!((im.height(), im.width()), (24, 20));
+    assert_eq!(auto.decode(&data).unwrap().height(), 24);
+}
+
+/// Under `Draft::Auto`, `RandomResizedCrop` crops the region it draws for the full image
+/// (scaled into the reduced one) and makes its size of it.
+#[test]
+fn auto_draft_keeps_the_random_crop() {
+    use std::sync::Arc;
+
+    use dlrs_transforms::tv::{Interpolation, resize_u8};
+    use dlrs_transforms::{Compose, Decode, Item, Key, RandomResizedCrop, Size, Transform};
+    let data = fixture("rgb444.jpg"); // 20 × 24
+    let rrc = RandomResizedCrop::new(
+        Size::square(4),
+        (0.08, 1.0),
+        (0.75, 4.0 / 3.0),
+        Interpolation::Bilinear,
+        true,
+    )
+    .unwrap();
+    let auto = Compose::new(vec![
+        Arc::new(Decode::default().with_auto_draft()),
+        Arc::new(rrc.clone()),
+    ]);
+    let mut scales = std::collections::BTreeSet::new();
+    for index in 0..40 {
+        let key = Key::new(7, 1, index);
+        let shrink = rrc.shrink(key.at(1), 24, 20).unwrap();
+        let scale = shrink.reduction();
+        scales.insert(scale);
+        let Item::Image(ours) = auto
+            .apply_keyed(key, Item::Bytes(data.clone().into()))
+            .unwrap()
+        else {
+            panic!("not an image")
+        };
+        // By hand: the reduced decode, the scaled region, the resize.
+        let (small, _, used) = Decode::default()
+            .decode_reduced(&data, &|_, _| scale)
+            .unwrap();
+        assert_eq!(used, scale);
+        let (top, left, h, w) = shrink.scaled((24, 20), scale);
+        let v = u8s(&small);
+        let mut crop = Vec::new();
+        for y in top..top + h {
+            crop.extend_from_slice(&v[(y * small.width() + left) * 3..][..w * 3]);
+        }
+        let want = resize_u8(&crop, (h, w, 3), (4, 4), Interpolation::Bilinear, true);
+        assert_eq!(u8s(&ours), &want[..], "index {index} scale {scale}");
+    }
+    // Crops of 8 to 20 pixels a side for an output of 4: reductions by 2 and by 4.
+    assert_eq!(scales.into_iter().collect::<Vec<_>>(), [2, 4]);
+}

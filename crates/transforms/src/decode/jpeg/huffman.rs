@@ -85,7 +85,9 @@ impl Huffman {
             bits.consume(u32::from(entry >> 8));
             return Ok(entry as u8);
         }
-        self.decode_slow(bits)
+        let (len, symbol) = self.decode_slow(bits.peek(16))?;
+        bits.consume(len);
+        Ok(symbol)
     }
 
     /// A whole AC coefficient from the next bits, if they hold one of the short ones:
@@ -113,20 +115,23 @@ impl Huffman {
             bits.consume(u32::from(entry >> 8));
             entry as u8
         } else {
-            self.decode_slow(bits)?
+            let (len, symbol) = self.decode_slow(bits.peek(16))?;
+            bits.consume(len);
+            symbol
         };
         Ok((symbol, bits.extend_filled(u32::from(symbol & 15))))
     }
 
+    /// A code longer than `FAST_BITS` at the start of the 16 bits of `word`: its length and
+    /// symbol. Takes the bits by value so that the reader's state stays in registers.
     #[cold]
-    fn decode_slow(&self, bits: &mut Bits<'_>) -> Result<u8, Error> {
-        let word = bits.peek(16) as i32;
+    fn decode_slow(&self, word: u32) -> Result<(u32, u8), Error> {
+        let word = word as i32;
         for len in FAST_BITS + 1..=16 {
             let code = word >> (16 - len);
             if code <= self.max_code[len as usize] {
-                bits.consume(len);
                 let at = (code + self.offset[len as usize]) as usize;
-                return Ok(self.symbols[at]);
+                return Ok((len, self.symbols[at]));
             }
         }
         Err(Error::corrupt(Format::Jpeg, "bad Huffman code"))
@@ -185,7 +190,7 @@ impl<'a> Bits<'a> {
         self.fill_slow();
     }
 
-    #[inline(never)]
+    #[inline(always)]
     fn fill_slow(&mut self) {
         while self.count <= 56 {
             let byte = if self.stopped {
@@ -356,7 +361,12 @@ mod tests {
         let symbols: Vec<u8> = std::iter::once(7).chain(1..=11).collect();
         let h = Huffman::new(&counts, &symbols).unwrap();
         // "0", "10", "11111111110" (11 bits -> 10), "111111111110" (12 bits -> 11)
-        let codes = [(0b0, 1), (0b10, 2), (0b111_1111_1110, 11), (0b1111_1111_1110, 12)];
+        let codes = [
+            (0b0, 1),
+            (0b10, 2),
+            (0b111_1111_1110, 11),
+            (0b1111_1111_1110, 12),
+        ];
         let stream: u64 = codes.iter().fold(0, |acc, &(c, n)| acc << n | c) << (64 - 26);
         // Stuffed as an encoder writes it: a zero after each 0xff.
         let data: Vec<u8> = stream

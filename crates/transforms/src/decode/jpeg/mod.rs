@@ -43,22 +43,14 @@ fn has_end_marker(data: &[u8]) -> bool {
         .is_some_and(|scan| scan.windows(2).any(|w| w == [0xff, 0xd9]))
 }
 
-/// The decoded image; with a `draft` size `(width, height)`, reduced as Pillow's
-/// `Image.draft("RGB", (width, height))` asks libjpeg to: by 1/2, 1/4 or 1/8, the most that
-/// keeps both sides at least that size (each side rounded up), in the DCT domain.
+/// The decoded image, reduced by the `denom` (1, 2, 4 or 8) that `pick(width, height)` chooses
+/// for the frame's size: libjpeg's DCT scaling, each side rounded up.
 pub(crate) fn decode(
     data: &[u8],
     limits: &DecodeLimits,
-    draft: Option<(usize, usize)>,
+    pick: &dyn Fn(usize, usize) -> usize,
 ) -> Result<Raw, Error> {
-    decode_scaled(data, limits, draft)
-}
-
-/// Pillow's choice of reduction for a `draft` request on a `width × height` image.
-fn reduction(width: usize, height: usize, draft: Option<(usize, usize)>) -> usize {
-    let Some((w, h)) = draft else { return 1 };
-    let scale = (width / w.max(1)).min(height / h.max(1));
-    [8, 4, 2, 1].into_iter().find(|&d| scale >= d).unwrap_or(1)
+    decode_scaled(data, limits, pick)
 }
 
 /// The next marker at or after `at` and the position after it, passing over fill bytes and
@@ -107,7 +99,7 @@ impl Output {
 fn decode_scaled(
     data: &[u8],
     limits: &DecodeLimits,
-    draft: Option<(usize, usize)>,
+    pick: &dyn Fn(usize, usize) -> usize,
 ) -> Result<Raw, Error> {
     let mut denom = 1;
     if !data.starts_with(&[0xff, 0xd8]) {
@@ -155,7 +147,10 @@ fn decode_scaled(
                         "no end-of-image marker after the scan data",
                     ));
                 }
-                denom = reduction(f.width, f.height, draft);
+                denom = match pick(f.width, f.height) {
+                    d @ (1 | 2 | 4 | 8) => d,
+                    _ => 1,
+                };
                 outputs = outputs_for(&f, denom);
                 frame = Some(f);
             }
