@@ -309,6 +309,7 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
+    use crate::test_util::{assert_http, assert_too_large};
     use crate::{ErrorKind, RequestKind, RetryOptions, template::Column};
     use futures::StreamExt;
 
@@ -527,17 +528,7 @@ mod tests {
         let (runtime, server) = setup(|_, _| Reply::Status(502, vec![]));
         let dataset = HttpDataset::new(vec![server.url("/down")], fast(2)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Http {
-                    status: 502,
-                    attempts: 3,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_http(&error, 502, 3);
         assert_eq!(server.hits("/down"), 3);
     }
 
@@ -549,17 +540,7 @@ mod tests {
             .replace("http://", "http://user:PASSWORD@");
         let dataset = HttpDataset::new(vec![url], fast(3)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Http {
-                    status: 404,
-                    attempts: 1,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_http(&error, 404, 1);
         assert_eq!(
             error.to_string(),
             format!(
@@ -603,17 +584,7 @@ mod tests {
         };
         let dataset = HttpDataset::new(vec![server.url("/big")], options).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::TooLarge {
-                    limit: 999,
-                    size: Some(1000),
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_too_large(&error, 999, Some(1000));
         assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(server.hits("/big"), 1, "not retried");
         let exact = {
@@ -636,17 +607,7 @@ mod tests {
         };
         let dataset = HttpDataset::new(vec![server.url("/chunked")], small).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::TooLarge {
-                    limit: 899,
-                    size: None,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_too_large(&error, 899, None);
         assert_eq!(server.hits("/chunked"), 1, "not retried");
         let enough = {
             let mut o = fast(0);

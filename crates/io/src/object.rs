@@ -760,6 +760,7 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
+    use crate::test_util::{assert_http, assert_io, assert_too_large};
     use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
@@ -800,16 +801,7 @@ mod tests {
         assert_eq!(dataset.len(), 3);
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"zero"[..]);
         let missing = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert!(
-            matches!(
-                &missing,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{missing:?}"
-        );
+        assert_io(&missing, io::ErrorKind::NotFound);
         assert!(
             missing.to_string().starts_with("InMemory/tiles/missing: "),
             "{missing}"
@@ -817,17 +809,7 @@ mod tests {
         assert_eq!(missing.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
         assert_eq!(missing.raw_os_error(), None);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
-        assert!(
-            matches!(
-                &big,
-                Error::TooLarge {
-                    limit: 10,
-                    size: Some(11),
-                    ..
-                }
-            ),
-            "{big:?}"
-        );
+        assert_too_large(&big, 10, Some(11));
         assert!(matches!(
             fetch(&runtime, &dataset, 3),
             Err(Error::IndexOutOfRange { index: 3, len: 3 })
@@ -878,16 +860,7 @@ mod tests {
             ObjectStoreDataset::new(&url, vec!["nope.png".into()], ObjectStoreOptions::default())
                 .unwrap();
         let error = fetch(&runtime, &listed, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_io(&error, io::ErrorKind::NotFound);
         let escape = ObjectStoreDataset::from_template(
             &url,
             "{slide}/x",
@@ -1108,28 +1081,9 @@ mod tests {
         assert_eq!(server.hits("/bucket/pre/flaky"), 2);
         assert_eq!(retries(), 1);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
-        assert!(
-            matches!(
-                &big,
-                Error::TooLarge {
-                    limit: 99,
-                    size: Some(100),
-                    ..
-                }
-            ),
-            "{big:?}"
-        );
+        assert_too_large(&big, 99, Some(100));
         let missing = fetch(&runtime, &dataset, 3).unwrap_err();
-        assert!(
-            matches!(
-                &missing,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{missing:?}"
-        );
+        assert_io(&missing, io::ErrorKind::NotFound);
         assert_eq!(
             missing.to_string(),
             format!(
@@ -1139,17 +1093,7 @@ mod tests {
         );
         assert_eq!(server.hits("/bucket/pre/missing"), 1);
         let down = fetch(&runtime, &dataset, 4).unwrap_err();
-        assert!(
-            matches!(
-                &down,
-                Error::Http {
-                    status: 500,
-                    attempts: 3,
-                    ..
-                }
-            ),
-            "{down:?}"
-        );
+        assert_http(&down, 500, 3);
         assert_eq!(server.hits("/bucket/pre/down"), 3);
         assert_eq!(
             down.to_string(),
@@ -1160,16 +1104,7 @@ mod tests {
         );
         assert_eq!(retries(), 3);
         let denied = fetch(&runtime, &dataset, 5).unwrap_err();
-        assert!(
-            matches!(
-                &denied,
-                Error::Io {
-                    kind: io::ErrorKind::PermissionDenied,
-                    ..
-                }
-            ),
-            "{denied:?}"
-        );
+        assert_io(&denied, io::ErrorKind::PermissionDenied);
         assert_eq!(server.hits("/bucket/pre/denied"), 1);
         let busy = fetch(&runtime, &dataset, 6).unwrap_err();
         assert_eq!(busy.kind(), ErrorKind::Http(503), "{busy:?}");
@@ -1177,17 +1112,7 @@ mod tests {
         assert_eq!(server.hits("/bucket/pre/busy"), 3);
         // Only the statuses every dataset retries: object_store alone would retry any 5xx.
         let unsupported = fetch(&runtime, &dataset, 7).unwrap_err();
-        assert!(
-            matches!(
-                unsupported,
-                Error::Http {
-                    status: 501,
-                    attempts: 1,
-                    ..
-                }
-            ),
-            "{unsupported:?}"
-        );
+        assert_http(&unsupported, 501, 1);
         assert_eq!(server.hits("/bucket/pre/unsupported"), 1);
         let anonymous = fetch(&runtime, &dataset, 8).unwrap_err();
         assert_eq!(

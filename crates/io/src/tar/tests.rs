@@ -7,7 +7,7 @@ use super::parse::tests::{Long, Writer};
 use super::*;
 use crate::runtime::Runtime;
 use crate::test_server::LoopbackServer;
-use crate::test_util::TempDir;
+use crate::test_util::{TempDir, assert_too_large};
 use crate::{Cache, Cached, ErrorKind, RetryOptions};
 
 /// The bytes of member `ext` of sample `key` in the test shards.
@@ -173,17 +173,7 @@ fn a_member_over_max_bytes_is_too_large() {
         "a"
     );
     let error = fetch(&runtime, &dataset, 1).unwrap_err();
-    assert!(
-        matches!(
-            &error,
-            Error::TooLarge {
-                limit: 100,
-                size: Some(101),
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_too_large(&error, 100, Some(101));
     assert_eq!(
         error.to_string(),
         format!(
