@@ -63,6 +63,23 @@ pub fn bytes_body(n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// One GET of `path` on a new blocking connection to `addr`, for tests of a server that runs on
+/// another thread or in another process: the status line and the body. Panics on any failure.
+pub fn get(addr: impl std::net::ToSocketAddrs, path: &str) -> (String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8(out[..end].to_vec()).unwrap();
+    (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
+}
+
 /// What a scripted server answers to one request.
 #[derive(Debug, Clone)]
 pub enum Reply {
@@ -727,43 +744,29 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
 
-    fn get(server: &LoopbackServer, path: &str) -> (String, Vec<u8>) {
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).unwrap();
-        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let head = String::from_utf8(out[..end].to_vec()).unwrap();
-        (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
-    }
-
     #[test]
     fn routes() {
         let server = LoopbackServer::start(Duration::ZERO).unwrap();
         assert_eq!(
-            get(&server, "/item/7?x=1"),
+            get(server.addr(), "/item/7?x=1"),
             ("HTTP/1.1 200 OK".into(), b"item-7".to_vec())
         );
-        assert_eq!(get(&server, "/bytes/300").1, bytes_body(300));
+        assert_eq!(get(server.addr(), "/bytes/300").1, bytes_body(300));
         assert_eq!(bytes_body(3), [7, 38, 69]);
         assert_eq!(
-            get(&server, "/status/503").0,
+            get(server.addr(), "/status/503").0,
             "HTTP/1.1 503 Service Unavailable"
         );
-        assert_eq!(get(&server, "/nothing").0, "HTTP/1.1 404 Not Found");
+        assert_eq!(get(server.addr(), "/nothing").0, "HTTP/1.1 404 Not Found");
         assert_eq!(
-            get(&server, "/flaky/2/item/1").0,
+            get(server.addr(), "/flaky/2/item/1").0,
             "HTTP/1.1 503 Service Unavailable"
         );
         assert_eq!(
-            get(&server, "/flaky/2/item/1").0,
+            get(server.addr(), "/flaky/2/item/1").0,
             "HTTP/1.1 503 Service Unavailable"
         );
-        assert_eq!(get(&server, "/flaky/2/item/1").1, b"item-1");
+        assert_eq!(get(server.addr(), "/flaky/2/item/1").1, b"item-1");
         assert_eq!(server.requests(), 7);
         assert_eq!(server.connections(), 7);
         assert_eq!(server.max_in_flight(), 1);
@@ -772,16 +775,16 @@ mod tests {
     #[test]
     fn bodies_are_prefixes_of_the_longest_made() {
         let server = LoopbackServer::start(Duration::ZERO).unwrap();
-        assert_eq!(get(&server, "/bytes/5000").1, bytes_body(5000));
-        assert_eq!(get(&server, "/bytes/17").1, bytes_body(17));
-        assert_eq!(get(&server, "/bytes/0").1, b"");
-        assert_eq!(get(&server, "/bytes/9000?i=3").1, bytes_body(9000));
+        assert_eq!(get(server.addr(), "/bytes/5000").1, bytes_body(5000));
+        assert_eq!(get(server.addr(), "/bytes/17").1, bytes_body(17));
+        assert_eq!(get(server.addr(), "/bytes/0").1, b"");
+        assert_eq!(get(server.addr(), "/bytes/9000?i=3").1, bytes_body(9000));
         match &server.state.routes {
             Routes::Standard { bodies, .. } => assert_eq!(lock(bodies).len(), 9000),
             Routes::Scripted { .. } | Routes::Files { .. } => unreachable!(),
         }
         assert_eq!(
-            get(&server, &format!("/bytes/{}", MAX_BODY + 1)).0,
+            get(server.addr(), &format!("/bytes/{}", MAX_BODY + 1)).0,
             "HTTP/1.1 400 Bad Request"
         );
     }
@@ -882,9 +885,9 @@ mod tests {
             &format!("GET /sub/f.bin HTTP/1.1\r\nRange: bytes=10-\r\n{close}\r\n"),
         );
         assert!(past.starts_with("HTTP/1.1 416 "), "{past}");
-        assert_eq!(get(&server, "/item/3").1, b"item-3");
+        assert_eq!(get(server.addr(), "/item/3").1, b"item-3");
         assert_eq!(
-            get(&server, "/sub/../sub/f.bin").0,
+            get(server.addr(), "/sub/../sub/f.bin").0,
             "HTTP/1.1 404 Not Found"
         );
         std::fs::remove_dir_all(&dir).unwrap();
