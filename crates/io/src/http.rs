@@ -891,26 +891,19 @@ mod tests {
             ),
             "invalid URL h/a: relative URL without a base",
         );
-        check(
-            HttpDataset::new(
-                vec!["http://h/".into()],
-                HttpOptions {
-                    headers: vec![("bad header".into(), "v".into())],
-                    ..fast(0)
-                },
-            ),
-            "invalid header name \"bad header\"",
-        );
-        check(
-            HttpDataset::new(
-                vec!["http://h/".into()],
-                HttpOptions {
-                    headers: vec![("x-token".into(), "a\nb".into())],
-                    ..fast(0)
-                },
-            ),
-            "invalid value for header x-token",
-        );
+        for (name, value, expected) in [
+            ("bad header", "v", "invalid header name \"bad header\""),
+            ("x-token", "a\nb", "invalid value for header x-token"),
+        ] {
+            let options = HttpOptions {
+                headers: vec![(name.into(), value.into())],
+                ..fast(0)
+            };
+            check(
+                HttpDataset::new(vec!["http://h/".into()], options),
+                expected,
+            );
+        }
         // Only the first URL is checked when the dataset is built; the others when fetched.
         let runtime = Runtime::new(Some(1)).unwrap();
         let later = HttpDataset::new(
