@@ -12,7 +12,7 @@ const BITFIELDS: u32 = 3;
 const ALPHABITFIELDS: u32 = 6;
 
 fn truncated() -> Error {
-    Error::truncated(Format::Bmp, "the data ends before the image does")
+    Error::ended(Format::Bmp)
 }
 
 fn u16_at(d: &[u8], at: usize) -> Result<u16, Error> {

@@ -7,10 +7,7 @@ use crate::{Error, Format};
 
 fn map_err(e: ::png::DecodingError) -> Error {
     match e {
-        ::png::DecodingError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Error::truncated(Format::Png, "the data ends before the image does")
-        }
-        ::png::DecodingError::IoError(io) => Error::truncated(Format::Png, io),
+        ::png::DecodingError::IoError(io) => Error::read(Format::Png, io),
         ::png::DecodingError::Format(f) => Error::corrupt(Format::Png, f),
         ::png::DecodingError::LimitsExceeded => {
             Error::corrupt(Format::Png, "the decoder's memory limit was exceeded")
