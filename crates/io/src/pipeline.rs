@@ -538,6 +538,7 @@ mod tests {
     use futures::future::BoxFuture;
 
     use super::*;
+    use crate::test_util::TempDir;
     use crate::{FetchOptions, FileDataset};
 
     /// A 24-bit BMP of `width`×`height` whose pixel (y, x) is `(seed, y, x)` as RGB.
@@ -565,35 +566,17 @@ mod tests {
         out
     }
 
-    struct Dir(std::path::PathBuf);
-
-    impl Dir {
-        fn new(name: &str) -> Dir {
-            let dir =
-                std::env::temp_dir().join(format!("dlrs-pipeline-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            Dir(dir)
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     /// `n` BMP files of 5×3 pixels (`broken`: not an image) and a pipeline over them.
-    fn images(dir: &Dir, n: u64, broken: Option<u64>) -> Pipeline<ImageStages> {
+    fn images(dir: &TempDir, n: u64, broken: Option<u64>) -> Pipeline<ImageStages> {
         for i in 0..n {
             let body = if Some(i) == broken {
                 b"not an image".to_vec()
             } else {
                 bmp(5, 3, i as u8)
             };
-            std::fs::write(dir.0.join(format!("{i}.bmp")), body).unwrap();
+            std::fs::write(dir.join(format!("{i}.bmp")), body).unwrap();
         }
-        let template = format!("{}/{{index}}.bmp", dir.0.display());
+        let template = format!("{}/{{index}}.bmp", dir.display());
         let dataset =
             FileDataset::from_template(&template, vec![], Some(n as usize), FetchOptions::FILE)
                 .unwrap();
@@ -608,7 +591,7 @@ mod tests {
 
     #[test]
     fn batches_hold_the_decoded_images_in_sampler_order() {
-        let dir = Dir::new("order");
+        let dir = TempDir::new();
         let pipeline = images(&dir, 10, None);
         assert_eq!(pipeline.extra_threads(), 2);
         let config = Config {
@@ -645,9 +628,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_item() {
-        let dir = Dir::new("errors");
+        let dir = TempDir::new();
         let pipeline = images(&dir, 4, Some(2));
-        std::fs::remove_file(dir.0.join("1.bmp")).unwrap();
+        std::fs::remove_file(dir.join("1.bmp")).unwrap();
         let ctx_loader = Loader::new(
             pipeline,
             Config {
@@ -831,7 +814,7 @@ mod tests {
 
     #[test]
     fn skipped_items_are_left_out_of_items_and_indices() {
-        let dir = Dir::new("skip");
+        let dir = TempDir::new();
         let pipeline = images(&dir, 10, None);
         let pipeline = Pipeline::new(Arc::clone(pipeline.dataset()), SkipOdd);
         let loader = Loader::new(
@@ -853,7 +836,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_stream_of_batches_inside_a_runtime_even_without_workers() {
-        let dir = Dir::new("stream");
+        let dir = TempDir::new();
         for workers in [0, 2] {
             let pipeline = images(&dir, 6, None);
             let config = Config {
