@@ -11,10 +11,10 @@ use pyo3::types::{PyDict, PyList, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{RandomParams, Value};
 
-use crate::text::type_name;
+use crate::text::{shown, type_name};
 use crate::transforms::{
     PyTransform, SizeArg, bool_arg, call_key, fill_arg, fill_repr, float_arg, hw_arg, padding_arg,
-    rt_err, seq_arg, shown, size_arg, str_arg,
+    rt_err, seq_arg, size_arg, str_arg,
 };
 
 /// Adds the random transform classes to `m`.

@@ -627,7 +627,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
         let items = batch.try_iter().map_err(|_| {
             PyTypeError::new_err(format!(
                 "the batch sampler yielded {} of type {}: each batch must be an iterable of indices",
-                batch.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                crate::text::shown(&batch),
                 crate::text::type_name(&batch)
             ))
         })?;
@@ -644,9 +644,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
 fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
     let bad_type = || {
         let ty = crate::text::type_name(item);
-        let shown = item
-            .repr()
-            .map_or_else(|_| "?".to_owned(), |r| r.to_string());
+        let shown = crate::text::shown(item);
         PyTypeError::new_err(format!(
             "the sampler yielded {shown} of type {ty}: indices must be non-negative ints"
         ))

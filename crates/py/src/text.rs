@@ -8,6 +8,12 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     name_of(&obj.get_type())
 }
 
+/// The repr of `obj`, or `?` when it has none.
+pub fn shown(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr()
+        .map_or_else(|_| "?".to_owned(), |r| r.to_string())
+}
+
 /// The name of `ty`, or `?` when it has none.
 pub fn name_of(ty: &Bound<'_, PyType>) -> String {
     ty.name().map_or_else(|_| "?".to_owned(), |n| n.to_string())

@@ -14,7 +14,7 @@ use dlrs_transforms::{Item, Key, Transform};
 use crate::batch::{ImageBatch, ImageCollator};
 use crate::errors::image_error;
 use crate::image::{PyImage, from_array};
-use crate::text::type_name;
+use crate::text::{shown, type_name};
 
 /// Adds the transform classes, `Image`, `ImageCollator` and `ImageBatch` to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -44,11 +44,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ----- arguments -----
-
-pub(crate) fn shown(obj: &Bound<'_, PyAny>) -> String {
-    obj.repr()
-        .map_or_else(|_| "?".to_owned(), |r| r.to_string())
-}
 
 /// An int argument (bools refused, `__index__` objects taken) within `[min, max]`.
 pub fn int_arg(
