@@ -566,6 +566,16 @@ mod tests {
         out
     }
 
+    /// A loader of `source` with `batch_size` items a batch on `num_workers` workers.
+    fn loader_of<S: Source>(source: S, batch_size: usize, num_workers: usize) -> Loader<S> {
+        let config = Config {
+            batch_size,
+            num_workers,
+            ..Config::default()
+        };
+        Loader::new(source, config).unwrap()
+    }
+
     /// `n` BMP files of 5×3 pixels (`broken`: not an image) and a pipeline over them.
     fn images(dir: &TempDir, n: u64, broken: Option<u64>) -> Pipeline<ImageStages> {
         for i in 0..n {
@@ -594,12 +604,7 @@ mod tests {
         let dir = TempDir::new();
         let pipeline = images(&dir, 10, None);
         assert_eq!(pipeline.extra_threads(), 2);
-        let config = Config {
-            batch_size: 4,
-            num_workers: 2,
-            ..Config::default()
-        };
-        let loader = Loader::new(pipeline, config).unwrap();
+        let loader = loader_of(pipeline, 4, 2);
         let order: Vec<u64> = vec![9, 3, 0, 7, 1, 2, 8, 4, 6, 5];
         let batches: Vec<dlrs_transforms::Batch> = loader
             .epoch(Order::Explicit(Arc::new(order.iter().copied().collect())))
@@ -631,16 +636,8 @@ mod tests {
         let dir = TempDir::new();
         let pipeline = images(&dir, 4, Some(2));
         std::fs::remove_file(dir.join("1.bmp")).unwrap();
-        let ctx_loader = Loader::new(
-            pipeline,
-            Config {
-                batch_size: 1,
-                num_workers: 1,
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        let results: Vec<_> = ctx_loader.epoch(Order::Sequential { len: 4 }).collect();
+        let loader = loader_of(pipeline, 1, 1);
+        let results: Vec<_> = loader.epoch(Order::Sequential { len: 4 }).collect();
         assert!(results[0].is_ok() && results[3].is_ok());
         match &results[1] {
             Err(LoadError::Source(e @ Error::Item { index: 1, .. })) => {
@@ -662,6 +659,29 @@ mod tests {
     struct Stuck {
         started: Arc<AtomicUsize>,
         dropped: Arc<AtomicUsize>,
+    }
+
+    impl Stuck {
+        /// A `Stuck` and its counters of the fetches started and dropped.
+        fn counted() -> (Stuck, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+            let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let dataset = Stuck {
+                started: Arc::clone(&started),
+                dropped: Arc::clone(&dropped),
+            };
+            (dataset, started, dropped)
+        }
+    }
+
+    /// Waits until `counter` is `n`, for 10 s at the most: a fetch left running fails the test
+    /// instead of hanging it.
+    fn wait_until(counter: &AtomicUsize, n: usize) {
+        for _ in 0..10_000 {
+            if counter.load(Ordering::SeqCst) == n {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     struct Counted(Arc<AtomicUsize>);
@@ -710,11 +730,7 @@ mod tests {
 
     #[test]
     fn a_dropped_epoch_aborts_the_fetches_in_flight() {
-        let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let dataset = Stuck {
-            started: Arc::clone(&started),
-            dropped: Arc::clone(&dropped),
-        };
+        let (dataset, started, dropped) = Stuck::counted();
         let pipeline = Pipeline::new(Arc::new(dataset), Lengths)
             .item_concurrency(5)
             .runtime(Arc::new(Runtime::new(Some(1)).unwrap()));
@@ -732,13 +748,7 @@ mod tests {
         }
         assert_eq!(dropped.load(Ordering::SeqCst), 0);
         drop(epoch);
-        // Bounded so that a fetch left running fails the test instead of hanging it.
-        for _ in 0..10_000 {
-            if dropped.load(Ordering::SeqCst) == 10 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_until(&dropped, 10);
         assert_eq!(
             dropped.load(Ordering::SeqCst),
             10,
@@ -753,11 +763,7 @@ mod tests {
 
     #[test]
     fn a_dropped_fetch_many_aborts_its_fetches() {
-        let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let dataset = Stuck {
-            started: Arc::clone(&started),
-            dropped: Arc::clone(&dropped),
-        };
+        let (dataset, started, dropped) = Stuck::counted();
         let runtime = Runtime::new(Some(1)).unwrap();
         let indices: Vec<u64> = (0..8).collect();
         let fetched = runtime.block_on(async {
@@ -765,12 +771,7 @@ mod tests {
             tokio::time::timeout(std::time::Duration::from_millis(20), many).await
         });
         assert!(fetched.unwrap().is_err(), "the fetches never finish");
-        for _ in 0..10_000 {
-            if dropped.load(Ordering::SeqCst) == 4 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_until(&dropped, 4);
         assert_eq!(
             (
                 started.load(Ordering::SeqCst),
@@ -817,15 +818,7 @@ mod tests {
         let dir = TempDir::new();
         let pipeline = images(&dir, 10, None);
         let pipeline = Pipeline::new(Arc::clone(pipeline.dataset()), SkipOdd);
-        let loader = Loader::new(
-            pipeline,
-            Config {
-                batch_size: 5,
-                num_workers: 1,
-                ..Config::default()
-            },
-        )
-        .unwrap();
+        let loader = loader_of(pipeline, 5, 1);
         let results: Vec<_> = loader.epoch(Order::Sequential { len: 10 }).collect();
         assert_eq!(
             results[0].as_ref().unwrap(),
@@ -839,12 +832,7 @@ mod tests {
         let dir = TempDir::new();
         for workers in [0, 2] {
             let pipeline = images(&dir, 6, None);
-            let config = Config {
-                batch_size: 4,
-                num_workers: workers,
-                ..Config::default()
-            };
-            let loader = Loader::new(pipeline, config).unwrap();
+            let loader = loader_of(pipeline, 4, workers);
             let stream = BatchStream::new(loader.epoch(Order::Sequential { len: 6 })).unwrap();
             let lens: Vec<usize> = stream.map(|b| b.unwrap().len()).collect().await;
             assert_eq!(lens, [4, 2], "{workers} workers");
