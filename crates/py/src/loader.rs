@@ -593,10 +593,7 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
         if has_iter {
             return e;
         }
-        PyTypeError::new_err(format!(
-            "sampler must be an iterable of ints, got {}",
-            crate::text::type_name(sampler)
-        ))
+        crate::text::wrong_type("sampler must be an iterable of ints", sampler)
     })?;
     let mut out = Indices::with_capacity(sampler.len().unwrap_or(0));
     for (n, item) in iter.enumerate() {
@@ -614,10 +611,10 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
 /// Reads a batch sampler whole: its indices, and where each batch starts (then the end).
 fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>)> {
     let iter = batch_sampler.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "batch_sampler must be an iterable of lists of ints, got {}",
-            crate::text::type_name(batch_sampler)
-        ))
+        crate::text::wrong_type(
+            "batch_sampler must be an iterable of lists of ints",
+            batch_sampler,
+        )
     })?;
     let mut out = Indices::default();
     let mut bounds = vec![0u64];

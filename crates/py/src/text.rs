@@ -1,7 +1,13 @@
 //! How Python objects are named in error messages.
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
+
+/// The TypeError of an argument of the wrong kind: what `must` be, then `obj`'s type.
+pub fn wrong_type(must: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!("{must}, got {}", type_name(obj)))
+}
 
 /// The name of `obj`'s type, or `?` when it has none.
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {

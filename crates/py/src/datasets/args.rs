@@ -11,7 +11,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use dlrs_io::{Column, FetchOptions, RetryOptions};
 
 use crate::errors::io_error;
-use crate::text::{shown, type_name};
+use crate::text::{shown, type_name, wrong_type};
 
 /// A non-negative int argument (bools and other types are a TypeError, negative values a
 /// ValueError).
@@ -101,12 +101,9 @@ impl<'py> Keywords<'py> {
     }
 
     fn number(&self, name: &str, value: &Bound<'py, PyAny>) -> PyResult<f64> {
-        value.extract::<f64>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{name} must be a number of seconds, got {}",
-                type_name(value)
-            ))
-        })
+        value
+            .extract::<f64>()
+            .map_err(|_| wrong_type(&format!("{name} must be a number of seconds"), value))
     }
 
     /// The fetch options every Rust dataset takes: `timeout`, `retries`, `backoff`,
@@ -181,12 +178,9 @@ fn not_a_single_string(name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
 /// A sequence of str (URLs, object keys).
 pub fn strs(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     not_a_single_string(name, value)?;
-    let iter = value.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{name} must be a sequence of str, got {}",
-            type_name(value)
-        ))
-    })?;
+    let iter = value
+        .try_iter()
+        .map_err(|_| wrong_type(&format!("{name} must be a sequence of str"), value))?;
     let mut out = Vec::with_capacity(value.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -204,12 +198,9 @@ pub fn strs(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// A sequence of paths (str or os.PathLike).
 pub fn paths(value: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     not_a_single_string("paths", value)?;
-    let iter = value.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "paths must be a sequence of str or os.PathLike, got {}",
-            type_name(value)
-        ))
-    })?;
+    let iter = value
+        .try_iter()
+        .map_err(|_| wrong_type("paths must be a sequence of str or os.PathLike", value))?;
     let mut out = Vec::with_capacity(value.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -236,7 +227,7 @@ fn pairs<'py>(
 ) -> PyResult<impl Iterator<Item = PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)>>> {
     let items = value
         .call_method0("items")
-        .map_err(|_| PyTypeError::new_err(format!("{must}, got {}", type_name(value))))?;
+        .map_err(|_| wrong_type(must, value))?;
     Ok(items.try_iter()?.map(|pair| pair?.extract()))
 }
 
