@@ -760,7 +760,7 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
-    use crate::test_util::{assert_http, assert_io, assert_too_large};
+    use crate::test_util::{TempDir, assert_http, assert_io, assert_too_large};
     use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
@@ -840,8 +840,7 @@ mod tests {
     #[test]
     fn file_urls_with_templates() {
         let runtime = Runtime::new(Some(1)).unwrap();
-        let dir = std::env::temp_dir().join(format!("dlrs-io-object-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = TempDir::new();
         std::fs::create_dir_all(dir.join("tiles/b c.svs")).unwrap();
         std::fs::write(dir.join("tiles/b c.svs/0.png"), b"b0").unwrap();
         std::fs::write(dir.join("tiles/b c.svs/1.png"), b"b1").unwrap();
@@ -869,16 +868,20 @@ mod tests {
             ObjectStoreOptions::default(),
         );
         assert!(matches!(escape, Err(Error::InvalidArgument(_))));
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `pairs` as owned strings, collected into `C`.
+    fn owned<C: FromIterator<(String, String)>>(pairs: &[(&str, &str)]) -> C {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
     fn options_are_checked_per_store() {
         let options = |pairs: &[(&str, &str)]| ObjectStoreOptions {
-            options: pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
+            options: owned(pairs),
             ..ObjectStoreOptions::default()
         };
         let check = |url: &str, pairs: &[(&str, &str)], expected: Result<(), &str>| {
@@ -968,23 +971,14 @@ mod tests {
         let config = |options: &[(&str, &str)]| Config {
             url: url::Url::parse("s3://bucket/prefix").unwrap(),
             options: Parsed::S3(
-                parse_options(
-                    &options
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect::<Vec<_>>(),
-                    "s3",
-                    |_: &AmazonS3ConfigKey| false,
-                )
+                parse_options(&owned::<Vec<_>>(options), "s3", |_: &AmazonS3ConfigKey| {
+                    false
+                })
                 .unwrap(),
             ),
             timeout: DEFAULT_OBJECT_TIMEOUT,
         };
-        let env = |vars: &[(&str, &str)]| -> Env {
-            vars.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
-        };
+        let env = owned::<Env>;
         let key_only = env(&[
             ("AWS_ACCESS_KEY_ID", "id"),
             ("AWS_TIMEOUT", "1ns"),

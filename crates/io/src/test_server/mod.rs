@@ -66,18 +66,21 @@ pub fn bytes_body(n: usize) -> Vec<u8> {
 /// One GET of `path` on a new blocking connection to `addr`, for tests of a server that runs on
 /// another thread or in another process: the status line and the body. Panics on any failure.
 pub fn get(addr: impl std::net::ToSocketAddrs, path: &str) -> (String, Vec<u8>) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let out = exchange(addr, &request);
     let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
     let head = String::from_utf8(out[..end].to_vec()).unwrap();
     (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
+}
+
+/// Sends `request` on a new blocking connection to `addr` and reads the whole answer.
+fn exchange(addr: impl std::net::ToSocketAddrs, request: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    out
 }
 
 /// What a scripted server answers to one request.
@@ -742,6 +745,7 @@ fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::TempDir;
     use std::io::{Read, Write};
 
     #[test]
@@ -839,19 +843,15 @@ mod tests {
 
     /// Sends `request` on a new connection and reads the whole answer (head and body).
     fn exchange(server: &LoopbackServer, request: &str) -> String {
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-        s.write_all(request.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).unwrap();
-        String::from_utf8_lossy(&out).into_owned()
+        String::from_utf8_lossy(&super::exchange(server.addr, request)).into_owned()
     }
 
     #[test]
     fn a_directory_is_served_with_ranges_before_the_routes() {
-        let dir = std::env::temp_dir().join(format!("dlrs-serve-dir-{}", std::process::id()));
+        let dir = TempDir::new();
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         std::fs::write(dir.join("sub/f.bin"), b"0123456789").unwrap();
-        let server = LoopbackServer::serve_dir(0, Duration::ZERO, Some(dir.clone())).unwrap();
+        let server = LoopbackServer::serve_dir(0, Duration::ZERO, Some(dir.to_path_buf())).unwrap();
         let close = "Connection: close\r\n";
         let range = exchange(
             &server,
@@ -890,6 +890,5 @@ mod tests {
             get(server.addr(), "/sub/../sub/f.bin").0,
             "HTTP/1.1 404 Not Found"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
