@@ -323,6 +323,13 @@ mod tests {
         options
     }
 
+    /// `fast(retries)` refusing items over `max_bytes`.
+    fn fast_capped(retries: u32, max_bytes: u64) -> HttpOptions {
+        let mut options = fast(retries);
+        options.fetch.max_bytes = max_bytes;
+        options
+    }
+
     fn setup(
         route: impl Fn(&str, u32) -> Reply + Send + Sync + 'static,
     ) -> (Runtime, LoopbackServer) {
@@ -577,21 +584,13 @@ mod tests {
     #[test]
     fn content_length_over_max_bytes() {
         let (runtime, server) = setup(|_, _| Reply::Body(vec![7; 1000]));
-        let options = {
-            let mut o = fast(3);
-            o.fetch.max_bytes = 999;
-            o
-        };
+        let options = fast_capped(3, 999);
         let dataset = HttpDataset::new(vec![server.url("/big")], options).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert_too_large(&error, 999, Some(1000));
         assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(server.hits("/big"), 1, "not retried");
-        let exact = {
-            let mut o = fast(0);
-            o.fetch.max_bytes = 1000;
-            o
-        };
+        let exact = fast_capped(0, 1000);
         let dataset = HttpDataset::new(vec![server.url("/big")], exact).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap().len(), 1000);
     }
@@ -600,20 +599,12 @@ mod tests {
     fn chunked_body_over_max_bytes() {
         let (runtime, server) =
             setup(|_, _| Reply::Chunked(vec![vec![1; 300], vec![2; 300], vec![3; 300]]));
-        let small = {
-            let mut o = fast(3);
-            o.fetch.max_bytes = 899;
-            o
-        };
+        let small = fast_capped(3, 899);
         let dataset = HttpDataset::new(vec![server.url("/chunked")], small).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
         assert_too_large(&error, 899, None);
         assert_eq!(server.hits("/chunked"), 1, "not retried");
-        let enough = {
-            let mut o = fast(0);
-            o.fetch.max_bytes = 900;
-            o
-        };
+        let enough = fast_capped(0, 900);
         let dataset = HttpDataset::new(vec![server.url("/chunked")], enough).unwrap();
         let body = fetch(&runtime, &dataset, 0).unwrap();
         assert_eq!(body.len(), 900);
