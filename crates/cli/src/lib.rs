@@ -24,6 +24,7 @@ pub mod prefetch;
 pub mod progress;
 pub mod server;
 pub mod synth;
+mod table;
 pub mod values;
 
 use std::ffi::OsString;

@@ -99,42 +99,42 @@ pub fn parse_millis(arg: &str) -> Result<f64, String> {
     }
 }
 
+/// The byte offsets of the `{` that open placeholders in `template`, in order (`{{` and `}}`
+/// skipped).
+fn openings(template: &str) -> impl Iterator<Item = usize> + '_ {
+    let bytes = template.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            let at = i;
+            match bytes[i] {
+                b'{' | b'}' if bytes.get(i + 1) == Some(&bytes[i]) => i += 2,
+                b'{' => {
+                    i += 1;
+                    return Some(at);
+                }
+                _ => i += 1,
+            }
+        }
+        None
+    })
+}
+
 /// The names of the `{name}` placeholders of `template` (`{{` and `}}` skipped), in order;
 /// unbalanced braces are left for [`dlrs_io::Template`] to report.
 pub fn placeholders(template: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let bytes = template.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' if bytes.get(i + 1) == Some(&b'{') => i += 2,
-            b'}' if bytes.get(i + 1) == Some(&b'}') => i += 2,
-            b'{' => match template[i + 1..].find(['{', '}']) {
-                Some(end) if bytes[i + 1 + end] == b'}' => {
-                    out.push(&template[i + 1..i + 1 + end]);
-                    i += end + 2;
-                }
-                _ => i += 1,
-            },
-            _ => i += 1,
-        }
-    }
-    out
+    openings(template)
+        .filter_map(|i| {
+            let rest = &template[i + 1..];
+            let end = rest.find(['{', '}'])?;
+            (rest.as_bytes()[end] == b'}').then(|| &rest[..end])
+        })
+        .collect()
 }
 
 /// The byte offset of the first placeholder of `template` (a `{` that is not `{{`).
 pub fn first_placeholder(template: &str) -> Option<usize> {
-    let bytes = template.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' if bytes.get(i + 1) == Some(&b'{') => i += 2,
-            b'}' if bytes.get(i + 1) == Some(&b'}') => i += 2,
-            b'{' => return Some(i),
-            _ => i += 1,
-        }
-    }
-    None
+    openings(template).next()
 }
 
 /// `{{` and `}}` made single braces (for the literal part of a template).

@@ -175,7 +175,7 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
-    use crate::test_util::TempDir;
+    use crate::test_util::{TempDir, assert_io, assert_too_large};
     use crate::{ErrorKind, RetryOptions};
     use std::time::Duration;
 
@@ -214,16 +214,7 @@ mod tests {
         };
         let dataset = FileDataset::new(vec![missing.clone()], options).unwrap();
         let error = fetch(&dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_io(&error, io::ErrorKind::NotFound);
         assert_eq!(error.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
         assert_eq!(error.raw_os_error(), Some(2));
         assert!(
@@ -237,16 +228,7 @@ mod tests {
             0,
         )
         .unwrap_err();
-        assert!(
-            matches!(
-                &dir_error,
-                Error::Io {
-                    kind: io::ErrorKind::IsADirectory,
-                    ..
-                }
-            ),
-            "{dir_error:?}"
-        );
+        assert_io(&dir_error, io::ErrorKind::IsADirectory);
     }
 
     #[test]
@@ -260,17 +242,7 @@ mod tests {
         };
         let dataset = FileDataset::new(vec![dir.join("big"), dir.join("fits")], options).unwrap();
         let error = fetch(&dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::TooLarge {
-                    limit: 100,
-                    size: Some(101),
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_too_large(&error, 100, Some(101));
         assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(fetch(&dataset, 1).unwrap().len(), 100);
     }
@@ -287,17 +259,7 @@ mod tests {
             ..FetchOptions::FILE
         };
         let error = fetch(&FileDataset::new(vec![path.clone()], options).unwrap(), 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::TooLarge {
-                    limit: 10,
-                    size: None,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_too_large(&error, 10, None);
         let body = fetch(
             &FileDataset::new(vec![path], FetchOptions::FILE).unwrap(),
             0,
@@ -371,13 +333,7 @@ mod tests {
              not allowed (it would leave the template's directory)"
         );
         let fine = escape(".{a}./x", &["b"]).unwrap();
-        assert!(matches!(
-            fetch(&fine, 0),
-            Err(Error::Io {
-                kind: io::ErrorKind::NotFound,
-                ..
-            })
-        ));
+        assert_io(&fetch(&fine, 0).unwrap_err(), io::ErrorKind::NotFound);
         let inside = escape("{a}x", &[""]).unwrap();
         assert_eq!(fetch(&inside, 0).unwrap(), &b"inside"[..]);
     }

@@ -309,6 +309,7 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
+    use crate::test_util::{assert_http, assert_too_large};
     use crate::{ErrorKind, RequestKind, RetryOptions, template::Column};
     use futures::StreamExt;
 
@@ -319,6 +320,13 @@ mod tests {
             backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
         };
+        options
+    }
+
+    /// `fast(retries)` refusing items over `max_bytes`.
+    fn fast_capped(retries: u32, max_bytes: u64) -> HttpOptions {
+        let mut options = fast(retries);
+        options.fetch.max_bytes = max_bytes;
         options
     }
 
@@ -527,17 +535,7 @@ mod tests {
         let (runtime, server) = setup(|_, _| Reply::Status(502, vec![]));
         let dataset = HttpDataset::new(vec![server.url("/down")], fast(2)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Http {
-                    status: 502,
-                    attempts: 3,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_http(&error, 502, 3);
         assert_eq!(server.hits("/down"), 3);
     }
 
@@ -549,17 +547,7 @@ mod tests {
             .replace("http://", "http://user:PASSWORD@");
         let dataset = HttpDataset::new(vec![url], fast(3)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                error,
-                Error::Http {
-                    status: 404,
-                    attempts: 1,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_http(&error, 404, 1);
         assert_eq!(
             error.to_string(),
             format!(
@@ -596,31 +584,13 @@ mod tests {
     #[test]
     fn content_length_over_max_bytes() {
         let (runtime, server) = setup(|_, _| Reply::Body(vec![7; 1000]));
-        let options = {
-            let mut o = fast(3);
-            o.fetch.max_bytes = 999;
-            o
-        };
+        let options = fast_capped(3, 999);
         let dataset = HttpDataset::new(vec![server.url("/big")], options).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::TooLarge {
-                    limit: 999,
-                    size: Some(1000),
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_too_large(&error, 999, Some(1000));
         assert_eq!(error.kind(), ErrorKind::TooLarge);
         assert_eq!(server.hits("/big"), 1, "not retried");
-        let exact = {
-            let mut o = fast(0);
-            o.fetch.max_bytes = 1000;
-            o
-        };
+        let exact = fast_capped(0, 1000);
         let dataset = HttpDataset::new(vec![server.url("/big")], exact).unwrap();
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap().len(), 1000);
     }
@@ -629,30 +599,12 @@ mod tests {
     fn chunked_body_over_max_bytes() {
         let (runtime, server) =
             setup(|_, _| Reply::Chunked(vec![vec![1; 300], vec![2; 300], vec![3; 300]]));
-        let small = {
-            let mut o = fast(3);
-            o.fetch.max_bytes = 899;
-            o
-        };
+        let small = fast_capped(3, 899);
         let dataset = HttpDataset::new(vec![server.url("/chunked")], small).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::TooLarge {
-                    limit: 899,
-                    size: None,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_too_large(&error, 899, None);
         assert_eq!(server.hits("/chunked"), 1, "not retried");
-        let enough = {
-            let mut o = fast(0);
-            o.fetch.max_bytes = 900;
-            o
-        };
+        let enough = fast_capped(0, 900);
         let dataset = HttpDataset::new(vec![server.url("/chunked")], enough).unwrap();
         let body = fetch(&runtime, &dataset, 0).unwrap();
         assert_eq!(body.len(), 900);
@@ -930,26 +882,19 @@ mod tests {
             ),
             "invalid URL h/a: relative URL without a base",
         );
-        check(
-            HttpDataset::new(
-                vec!["http://h/".into()],
-                HttpOptions {
-                    headers: vec![("bad header".into(), "v".into())],
-                    ..fast(0)
-                },
-            ),
-            "invalid header name \"bad header\"",
-        );
-        check(
-            HttpDataset::new(
-                vec!["http://h/".into()],
-                HttpOptions {
-                    headers: vec![("x-token".into(), "a\nb".into())],
-                    ..fast(0)
-                },
-            ),
-            "invalid value for header x-token",
-        );
+        for (name, value, expected) in [
+            ("bad header", "v", "invalid header name \"bad header\""),
+            ("x-token", "a\nb", "invalid value for header x-token"),
+        ] {
+            let options = HttpOptions {
+                headers: vec![(name.into(), value.into())],
+                ..fast(0)
+            };
+            check(
+                HttpDataset::new(vec!["http://h/".into()], options),
+                expected,
+            );
+        }
         // Only the first URL is checked when the dataset is built; the others when fetched.
         let runtime = Runtime::new(Some(1)).unwrap();
         let later = HttpDataset::new(

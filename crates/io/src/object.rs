@@ -760,6 +760,7 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
+    use crate::test_util::{TempDir, assert_http, assert_io, assert_too_large};
     use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
@@ -800,16 +801,7 @@ mod tests {
         assert_eq!(dataset.len(), 3);
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"zero"[..]);
         let missing = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert!(
-            matches!(
-                &missing,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{missing:?}"
-        );
+        assert_io(&missing, io::ErrorKind::NotFound);
         assert!(
             missing.to_string().starts_with("InMemory/tiles/missing: "),
             "{missing}"
@@ -817,17 +809,7 @@ mod tests {
         assert_eq!(missing.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
         assert_eq!(missing.raw_os_error(), None);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
-        assert!(
-            matches!(
-                &big,
-                Error::TooLarge {
-                    limit: 10,
-                    size: Some(11),
-                    ..
-                }
-            ),
-            "{big:?}"
-        );
+        assert_too_large(&big, 10, Some(11));
         assert!(matches!(
             fetch(&runtime, &dataset, 3),
             Err(Error::IndexOutOfRange { index: 3, len: 3 })
@@ -858,8 +840,7 @@ mod tests {
     #[test]
     fn file_urls_with_templates() {
         let runtime = Runtime::new(Some(1)).unwrap();
-        let dir = std::env::temp_dir().join(format!("dlrs-io-object-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = TempDir::new();
         std::fs::create_dir_all(dir.join("tiles/b c.svs")).unwrap();
         std::fs::write(dir.join("tiles/b c.svs/0.png"), b"b0").unwrap();
         std::fs::write(dir.join("tiles/b c.svs/1.png"), b"b1").unwrap();
@@ -878,16 +859,7 @@ mod tests {
             ObjectStoreDataset::new(&url, vec!["nope.png".into()], ObjectStoreOptions::default())
                 .unwrap();
         let error = fetch(&runtime, &listed, 0).unwrap_err();
-        assert!(
-            matches!(
-                &error,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{error:?}"
-        );
+        assert_io(&error, io::ErrorKind::NotFound);
         let escape = ObjectStoreDataset::from_template(
             &url,
             "{slide}/x",
@@ -896,16 +868,20 @@ mod tests {
             ObjectStoreOptions::default(),
         );
         assert!(matches!(escape, Err(Error::InvalidArgument(_))));
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `pairs` as owned strings, collected into `C`.
+    fn owned<C: FromIterator<(String, String)>>(pairs: &[(&str, &str)]) -> C {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
     fn options_are_checked_per_store() {
         let options = |pairs: &[(&str, &str)]| ObjectStoreOptions {
-            options: pairs
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
+            options: owned(pairs),
             ..ObjectStoreOptions::default()
         };
         let check = |url: &str, pairs: &[(&str, &str)], expected: Result<(), &str>| {
@@ -995,23 +971,14 @@ mod tests {
         let config = |options: &[(&str, &str)]| Config {
             url: url::Url::parse("s3://bucket/prefix").unwrap(),
             options: Parsed::S3(
-                parse_options(
-                    &options
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect::<Vec<_>>(),
-                    "s3",
-                    |_: &AmazonS3ConfigKey| false,
-                )
+                parse_options(&owned::<Vec<_>>(options), "s3", |_: &AmazonS3ConfigKey| {
+                    false
+                })
                 .unwrap(),
             ),
             timeout: DEFAULT_OBJECT_TIMEOUT,
         };
-        let env = |vars: &[(&str, &str)]| -> Env {
-            vars.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect()
-        };
+        let env = owned::<Env>;
         let key_only = env(&[
             ("AWS_ACCESS_KEY_ID", "id"),
             ("AWS_TIMEOUT", "1ns"),
@@ -1108,28 +1075,9 @@ mod tests {
         assert_eq!(server.hits("/bucket/pre/flaky"), 2);
         assert_eq!(retries(), 1);
         let big = fetch(&runtime, &dataset, 2).unwrap_err();
-        assert!(
-            matches!(
-                &big,
-                Error::TooLarge {
-                    limit: 99,
-                    size: Some(100),
-                    ..
-                }
-            ),
-            "{big:?}"
-        );
+        assert_too_large(&big, 99, Some(100));
         let missing = fetch(&runtime, &dataset, 3).unwrap_err();
-        assert!(
-            matches!(
-                &missing,
-                Error::Io {
-                    kind: io::ErrorKind::NotFound,
-                    ..
-                }
-            ),
-            "{missing:?}"
-        );
+        assert_io(&missing, io::ErrorKind::NotFound);
         assert_eq!(
             missing.to_string(),
             format!(
@@ -1139,17 +1087,7 @@ mod tests {
         );
         assert_eq!(server.hits("/bucket/pre/missing"), 1);
         let down = fetch(&runtime, &dataset, 4).unwrap_err();
-        assert!(
-            matches!(
-                &down,
-                Error::Http {
-                    status: 500,
-                    attempts: 3,
-                    ..
-                }
-            ),
-            "{down:?}"
-        );
+        assert_http(&down, 500, 3);
         assert_eq!(server.hits("/bucket/pre/down"), 3);
         assert_eq!(
             down.to_string(),
@@ -1160,16 +1098,7 @@ mod tests {
         );
         assert_eq!(retries(), 3);
         let denied = fetch(&runtime, &dataset, 5).unwrap_err();
-        assert!(
-            matches!(
-                &denied,
-                Error::Io {
-                    kind: io::ErrorKind::PermissionDenied,
-                    ..
-                }
-            ),
-            "{denied:?}"
-        );
+        assert_io(&denied, io::ErrorKind::PermissionDenied);
         assert_eq!(server.hits("/bucket/pre/denied"), 1);
         let busy = fetch(&runtime, &dataset, 6).unwrap_err();
         assert_eq!(busy.kind(), ErrorKind::Http(503), "{busy:?}");
@@ -1177,17 +1106,7 @@ mod tests {
         assert_eq!(server.hits("/bucket/pre/busy"), 3);
         // Only the statuses every dataset retries: object_store alone would retry any 5xx.
         let unsupported = fetch(&runtime, &dataset, 7).unwrap_err();
-        assert!(
-            matches!(
-                unsupported,
-                Error::Http {
-                    status: 501,
-                    attempts: 1,
-                    ..
-                }
-            ),
-            "{unsupported:?}"
-        );
+        assert_http(&unsupported, 501, 1);
         assert_eq!(server.hits("/bucket/pre/unsupported"), 1);
         let anonymous = fetch(&runtime, &dataset, 8).unwrap_err();
         assert_eq!(

@@ -538,6 +538,7 @@ mod tests {
     use futures::future::BoxFuture;
 
     use super::*;
+    use crate::test_util::TempDir;
     use crate::{FetchOptions, FileDataset};
 
     /// A 24-bit BMP of `width`×`height` whose pixel (y, x) is `(seed, y, x)` as RGB.
@@ -565,35 +566,27 @@ mod tests {
         out
     }
 
-    struct Dir(std::path::PathBuf);
-
-    impl Dir {
-        fn new(name: &str) -> Dir {
-            let dir =
-                std::env::temp_dir().join(format!("dlrs-pipeline-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            Dir(dir)
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    /// A loader of `source` with `batch_size` items a batch on `num_workers` workers.
+    fn loader_of<S: Source>(source: S, batch_size: usize, num_workers: usize) -> Loader<S> {
+        let config = Config {
+            batch_size,
+            num_workers,
+            ..Config::default()
+        };
+        Loader::new(source, config).unwrap()
     }
 
     /// `n` BMP files of 5×3 pixels (`broken`: not an image) and a pipeline over them.
-    fn images(dir: &Dir, n: u64, broken: Option<u64>) -> Pipeline<ImageStages> {
+    fn images(dir: &TempDir, n: u64, broken: Option<u64>) -> Pipeline<ImageStages> {
         for i in 0..n {
             let body = if Some(i) == broken {
                 b"not an image".to_vec()
             } else {
                 bmp(5, 3, i as u8)
             };
-            std::fs::write(dir.0.join(format!("{i}.bmp")), body).unwrap();
+            std::fs::write(dir.join(format!("{i}.bmp")), body).unwrap();
         }
-        let template = format!("{}/{{index}}.bmp", dir.0.display());
+        let template = format!("{}/{{index}}.bmp", dir.display());
         let dataset =
             FileDataset::from_template(&template, vec![], Some(n as usize), FetchOptions::FILE)
                 .unwrap();
@@ -608,15 +601,10 @@ mod tests {
 
     #[test]
     fn batches_hold_the_decoded_images_in_sampler_order() {
-        let dir = Dir::new("order");
+        let dir = TempDir::new();
         let pipeline = images(&dir, 10, None);
         assert_eq!(pipeline.extra_threads(), 2);
-        let config = Config {
-            batch_size: 4,
-            num_workers: 2,
-            ..Config::default()
-        };
-        let loader = Loader::new(pipeline, config).unwrap();
+        let loader = loader_of(pipeline, 4, 2);
         let order: Vec<u64> = vec![9, 3, 0, 7, 1, 2, 8, 4, 6, 5];
         let batches: Vec<dlrs_transforms::Batch> = loader
             .epoch(Order::Explicit(Arc::new(order.iter().copied().collect())))
@@ -645,19 +633,11 @@ mod tests {
 
     #[test]
     fn errors_name_the_item() {
-        let dir = Dir::new("errors");
+        let dir = TempDir::new();
         let pipeline = images(&dir, 4, Some(2));
-        std::fs::remove_file(dir.0.join("1.bmp")).unwrap();
-        let ctx_loader = Loader::new(
-            pipeline,
-            Config {
-                batch_size: 1,
-                num_workers: 1,
-                ..Config::default()
-            },
-        )
-        .unwrap();
-        let results: Vec<_> = ctx_loader.epoch(Order::Sequential { len: 4 }).collect();
+        std::fs::remove_file(dir.join("1.bmp")).unwrap();
+        let loader = loader_of(pipeline, 1, 1);
+        let results: Vec<_> = loader.epoch(Order::Sequential { len: 4 }).collect();
         assert!(results[0].is_ok() && results[3].is_ok());
         match &results[1] {
             Err(LoadError::Source(e @ Error::Item { index: 1, .. })) => {
@@ -679,6 +659,29 @@ mod tests {
     struct Stuck {
         started: Arc<AtomicUsize>,
         dropped: Arc<AtomicUsize>,
+    }
+
+    impl Stuck {
+        /// A `Stuck` and its counters of the fetches started and dropped.
+        fn counted() -> (Stuck, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+            let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+            let dataset = Stuck {
+                started: Arc::clone(&started),
+                dropped: Arc::clone(&dropped),
+            };
+            (dataset, started, dropped)
+        }
+    }
+
+    /// Waits until `counter` is `n`, for 10 s at the most: a fetch left running fails the test
+    /// instead of hanging it.
+    fn wait_until(counter: &AtomicUsize, n: usize) {
+        for _ in 0..10_000 {
+            if counter.load(Ordering::SeqCst) == n {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     struct Counted(Arc<AtomicUsize>);
@@ -727,11 +730,7 @@ mod tests {
 
     #[test]
     fn a_dropped_epoch_aborts_the_fetches_in_flight() {
-        let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let dataset = Stuck {
-            started: Arc::clone(&started),
-            dropped: Arc::clone(&dropped),
-        };
+        let (dataset, started, dropped) = Stuck::counted();
         let pipeline = Pipeline::new(Arc::new(dataset), Lengths)
             .item_concurrency(5)
             .runtime(Arc::new(Runtime::new(Some(1)).unwrap()));
@@ -749,13 +748,7 @@ mod tests {
         }
         assert_eq!(dropped.load(Ordering::SeqCst), 0);
         drop(epoch);
-        // Bounded so that a fetch left running fails the test instead of hanging it.
-        for _ in 0..10_000 {
-            if dropped.load(Ordering::SeqCst) == 10 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_until(&dropped, 10);
         assert_eq!(
             dropped.load(Ordering::SeqCst),
             10,
@@ -770,11 +763,7 @@ mod tests {
 
     #[test]
     fn a_dropped_fetch_many_aborts_its_fetches() {
-        let (started, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let dataset = Stuck {
-            started: Arc::clone(&started),
-            dropped: Arc::clone(&dropped),
-        };
+        let (dataset, started, dropped) = Stuck::counted();
         let runtime = Runtime::new(Some(1)).unwrap();
         let indices: Vec<u64> = (0..8).collect();
         let fetched = runtime.block_on(async {
@@ -782,12 +771,7 @@ mod tests {
             tokio::time::timeout(std::time::Duration::from_millis(20), many).await
         });
         assert!(fetched.unwrap().is_err(), "the fetches never finish");
-        for _ in 0..10_000 {
-            if dropped.load(Ordering::SeqCst) == 4 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_until(&dropped, 4);
         assert_eq!(
             (
                 started.load(Ordering::SeqCst),
@@ -831,18 +815,10 @@ mod tests {
 
     #[test]
     fn skipped_items_are_left_out_of_items_and_indices() {
-        let dir = Dir::new("skip");
+        let dir = TempDir::new();
         let pipeline = images(&dir, 10, None);
         let pipeline = Pipeline::new(Arc::clone(pipeline.dataset()), SkipOdd);
-        let loader = Loader::new(
-            pipeline,
-            Config {
-                batch_size: 5,
-                num_workers: 1,
-                ..Config::default()
-            },
-        )
-        .unwrap();
+        let loader = loader_of(pipeline, 5, 1);
         let results: Vec<_> = loader.epoch(Order::Sequential { len: 10 }).collect();
         assert_eq!(
             results[0].as_ref().unwrap(),
@@ -853,15 +829,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_stream_of_batches_inside_a_runtime_even_without_workers() {
-        let dir = Dir::new("stream");
+        let dir = TempDir::new();
         for workers in [0, 2] {
             let pipeline = images(&dir, 6, None);
-            let config = Config {
-                batch_size: 4,
-                num_workers: workers,
-                ..Config::default()
-            };
-            let loader = Loader::new(pipeline, config).unwrap();
+            let loader = loader_of(pipeline, 4, workers);
             let stream = BatchStream::new(loader.epoch(Order::Sequential { len: 6 })).unwrap();
             let lens: Vec<usize> = stream.map(|b| b.unwrap().len()).collect().await;
             assert_eq!(lens, [4, 2], "{workers} workers");

@@ -1,7 +1,10 @@
 //! What the unit tests of several modules share.
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::Error;
 
 /// A fresh empty directory under the system's temporary directory, removed when dropped.
 pub(crate) struct TempDir(pub(crate) PathBuf);
@@ -32,4 +35,33 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// Asserts that `error` is an [`Error::Io`] of `kind`.
+#[track_caller]
+pub(crate) fn assert_io(error: &Error, kind: io::ErrorKind) {
+    assert!(
+        matches!(error, Error::Io { kind: k, .. } if *k == kind),
+        "{error:?}"
+    );
+}
+
+/// Asserts that `error` is an [`Error::TooLarge`] over `limit` bytes, of `size` when one was
+/// announced.
+#[track_caller]
+pub(crate) fn assert_too_large(error: &Error, limit: u64, size: Option<u64>) {
+    assert!(
+        matches!(error, Error::TooLarge { limit: l, size: s, .. } if *l == limit && *s == size),
+        "{error:?}"
+    );
+}
+
+/// Asserts that `error` is an [`Error::Http`] of `status` after `attempts` attempts.
+#[cfg(any(feature = "http", feature = "object-store"))]
+#[track_caller]
+pub(crate) fn assert_http(error: &Error, status: u16, attempts: u32) {
+    assert!(
+        matches!(error, Error::Http { status: s, attempts: a, .. } if *s == status && *a == attempts),
+        "{error:?}"
+    );
 }

@@ -11,10 +11,10 @@ use pyo3::types::{PyDict, PyList, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{RandomParams, Value};
 
-use crate::text::type_name;
+use crate::text::{shown, type_name, wrong_type};
 use crate::transforms::{
     PyTransform, SizeArg, bool_arg, call_key, fill_arg, fill_repr, float_arg, hw_arg, padding_arg,
-    rt_err, seq_arg, shown, size_arg, str_arg,
+    rt_err, seq_arg, size_arg, str_arg,
 };
 
 /// Adds the random transform classes to `m`.
@@ -341,10 +341,10 @@ type Steps = (
 /// The steps of a list of `dataloader_rs.transforms` objects.
 fn transform_list(owner: &str, transforms: &Bound<'_, PyAny>) -> PyResult<Steps> {
     let not_list = || {
-        PyTypeError::new_err(format!(
-            "{owner} takes a list of dataloader_rs.transforms objects, got {}",
-            type_name(transforms)
-        ))
+        wrong_type(
+            &format!("{owner} takes a list of dataloader_rs.transforms objects"),
+            transforms,
+        )
     };
     if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
         return Err(not_list());

@@ -199,7 +199,7 @@ impl ImageCollator {
             Some(l) => l.extract().map_err(|_| {
                 PyTypeError::new_err(format!(
                     "ImageCollator: layout must be \"NCHW\" or \"NHWC\", got {}",
-                    l.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+                    crate::text::shown(l)
                 ))
             })?,
         };

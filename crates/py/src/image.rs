@@ -13,7 +13,7 @@ use dlrs_transforms::{Dtype, Error, Image, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 
 use crate::dlpack::{self, Owner, Request, View};
 use crate::errors::image_error;
-use crate::text::type_name;
+use crate::text::{type_name, wrong_type};
 
 /// An image: `height × width × channels` uint8 or float32 values, HWC or CHW.
 #[pyclass(frozen, module = "dataloader_rs", name = "Image")]
@@ -344,11 +344,11 @@ fn buffer_dtype(format: &str) -> Option<Dtype> {
 /// element by element).
 fn from_buffer(obj: &Bound<'_, PyAny>, layout: Layout) -> PyResult<Image> {
     let buf = pyo3::buffer::PyUntypedBuffer::get(obj).map_err(|_| {
-        PyTypeError::new_err(format!(
+        wrong_type(
             "Image.from_array takes a numpy array, a CPU tensor, or (without numpy) an object with \
-             the buffer protocol, got {}",
-            type_name(obj)
-        ))
+             the buffer protocol",
+            obj,
+        )
     })?;
     let format = buf.format().to_string_lossy().into_owned();
     let Some(dtype) = buffer_dtype(&format) else {

@@ -593,10 +593,7 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
         if has_iter {
             return e;
         }
-        PyTypeError::new_err(format!(
-            "sampler must be an iterable of ints, got {}",
-            crate::text::type_name(sampler)
-        ))
+        crate::text::wrong_type("sampler must be an iterable of ints", sampler)
     })?;
     let mut out = Indices::with_capacity(sampler.len().unwrap_or(0));
     for (n, item) in iter.enumerate() {
@@ -614,10 +611,10 @@ fn read_sampler(sampler: &Bound<'_, PyAny>) -> PyResult<Indices> {
 /// Reads a batch sampler whole: its indices, and where each batch starts (then the end).
 fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>)> {
     let iter = batch_sampler.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "batch_sampler must be an iterable of lists of ints, got {}",
-            crate::text::type_name(batch_sampler)
-        ))
+        crate::text::wrong_type(
+            "batch_sampler must be an iterable of lists of ints",
+            batch_sampler,
+        )
     })?;
     let mut out = Indices::default();
     let mut bounds = vec![0u64];
@@ -627,7 +624,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
         let items = batch.try_iter().map_err(|_| {
             PyTypeError::new_err(format!(
                 "the batch sampler yielded {} of type {}: each batch must be an iterable of indices",
-                batch.repr().map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                crate::text::shown(&batch),
                 crate::text::type_name(&batch)
             ))
         })?;
@@ -644,9 +641,7 @@ fn read_batches(batch_sampler: &Bound<'_, PyAny>) -> PyResult<(Indices, Vec<u64>
 fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
     let bad_type = || {
         let ty = crate::text::type_name(item);
-        let shown = item
-            .repr()
-            .map_or_else(|_| "?".to_owned(), |r| r.to_string());
+        let shown = crate::text::shown(item);
         PyTypeError::new_err(format!(
             "the sampler yielded {shown} of type {ty}: indices must be non-negative ints"
         ))

@@ -14,7 +14,7 @@ use dlrs_transforms::{Item, Key, Transform};
 use crate::batch::{ImageBatch, ImageCollator};
 use crate::errors::image_error;
 use crate::image::{PyImage, from_array};
-use crate::text::type_name;
+use crate::text::{shown, type_name, wrong_type};
 
 /// Adds the transform classes, `Image`, `ImageCollator` and `ImageBatch` to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -44,11 +44,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 // ----- arguments -----
-
-pub(crate) fn shown(obj: &Bound<'_, PyAny>) -> String {
-    obj.repr()
-        .map_or_else(|_| "?".to_owned(), |r| r.to_string())
-}
 
 /// An int argument (bools refused, `__index__` objects taken) within `[min, max]`.
 pub fn int_arg(
@@ -288,10 +283,10 @@ pub fn item_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Item> {
         || obj.is_instance_of::<pyo3::types::PyTuple>()
         || obj.is_none()
     {
-        return Err(PyTypeError::new_err(format!(
-            "a dataloader_rs transform takes encoded bytes, an Image or an array, got {}",
-            type_name(obj)
-        )));
+        return Err(wrong_type(
+            "a dataloader_rs transform takes encoded bytes, an Image or an array",
+            obj,
+        ));
     }
     Ok(Item::Image(from_array(obj, "hwc")?))
 }
@@ -690,10 +685,10 @@ impl Compose {
     #[new]
     fn new(transforms: &Bound<'_, PyAny>) -> Init<Self> {
         let not_list = || {
-            PyTypeError::new_err(format!(
-                "Compose takes a list of dataloader_rs.transforms objects, got {}",
-                type_name(transforms)
-            ))
+            wrong_type(
+                "Compose takes a list of dataloader_rs.transforms objects",
+                transforms,
+            )
         };
         if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
             return Err(not_list());

@@ -45,12 +45,7 @@ fn main() {
                 ok += 1;
             } else {
                 bad += 1;
-                let max = got
-                    .iter()
-                    .zip(&expected)
-                    .map(|(a, b)| a.abs_diff(*b))
-                    .max()
-                    .unwrap();
+                let max = max_diff(&got, &expected);
                 println!("MISMATCH {line}: max {max}");
             }
             continue;
@@ -88,14 +83,18 @@ fn main() {
             ok += 1;
         } else {
             bad += 1;
-            let max = got
-                .iter()
-                .zip(&expected)
-                .map(|(a, b)| a.abs_diff(*b))
-                .max()
-                .unwrap();
+            let max = max_diff(&got, &expected);
             println!("MISMATCH {line}: {diffs} values differ, max {max}");
         }
     }
     println!("{ok} equal, {bad} differ");
+}
+
+/// The largest difference between values at the same place (`got` and `expected` differ).
+fn max_diff(got: &[u8], expected: &[u8]) -> u8 {
+    got.iter()
+        .zip(expected)
+        .map(|(a, b)| a.abs_diff(*b))
+        .max()
+        .unwrap()
 }

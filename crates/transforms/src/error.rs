@@ -175,6 +175,21 @@ impl Error {
         }
     }
 
+    /// The data of a `format` image end before the image does.
+    pub(crate) fn ended(format: Format) -> Error {
+        Error::truncated(format, "the data ends before the image does")
+    }
+
+    /// A decoder's failed read of the data: they end too soon (said so plainly) or another
+    /// I/O error.
+    pub(crate) fn read(format: Format, io: std::io::Error) -> Error {
+        if io.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::ended(format)
+        } else {
+            Error::truncated(format, io)
+        }
+    }
+
     pub(crate) fn unsupported(format: Format, reason: impl std::fmt::Display) -> Error {
         Error::Unsupported {
             format,

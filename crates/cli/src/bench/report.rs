@@ -92,28 +92,7 @@ pub fn table(results: &[Measurement]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
-            if i == 0 {
-                out.push_str(&format!("{cell:<w$}"));
-            } else {
-                out.push_str(&format!("  {cell:>w$}"));
-            }
-        }
-        out.push('\n');
-        out
-    };
-    let mut out = line(header.to_vec());
-    for row in &rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
+    let mut out = crate::table::render(header, &rows, &[0]);
     for m in results {
         if let Some(s) = stats_line(m) {
             out.push_str(&s);

@@ -205,28 +205,7 @@ pub fn table(rows: &[Row]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |row: Vec<&str>| {
-        let mut s = String::new();
-        for (i, (c, w)) in row.iter().zip(widths).enumerate() {
-            match i {
-                0 | 6 => s.push_str(&format!("{c:<w$}")),
-                _ => s.push_str(&format!("{c:>w$}")),
-            }
-            s.push_str(if i + 1 == row.len() { "\n" } else { "  " });
-        }
-        s.trim_end().to_owned() + "\n"
-    };
-    let mut out = line(header.to_vec());
-    for row in &cells {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+    crate::table::render(header, &cells, &[0, 6])
 }
 
 /// The JSON: the versions, the number of images, and one object per chain.

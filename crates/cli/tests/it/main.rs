@@ -188,20 +188,9 @@ fn prefetch_exit_codes_and_resume() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-/// One GET on a new connection: the status line and the body.
-fn get(addr: &str, path: &str) -> (String, Vec<u8>) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let head = String::from_utf8(out[..end].to_vec()).unwrap();
-    (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
-}
-
 #[test]
 fn serve_answers_until_stdin_closes() {
+    use dlrs_io::test_server::get;
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_dlrs"))

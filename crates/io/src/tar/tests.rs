@@ -7,7 +7,7 @@ use super::parse::tests::{Long, Writer};
 use super::*;
 use crate::runtime::Runtime;
 use crate::test_server::LoopbackServer;
-use crate::test_util::TempDir;
+use crate::test_util::{TempDir, assert_too_large};
 use crate::{Cache, Cached, ErrorKind, RetryOptions};
 
 /// The bytes of member `ext` of sample `key` in the test shards.
@@ -43,6 +43,17 @@ fn fast() -> FetchOptions {
         },
         ..FetchOptions::HTTP
     }
+}
+
+/// Writes the shard `s.tar` of `members` (name, content) in `dir`: its location.
+fn write_shard(dir: &Path, members: &[(&str, &[u8])], long: Long) -> String {
+    let mut w = Writer::new();
+    for (name, data) in members {
+        w.file(name, data, long);
+    }
+    let path = dir.join("s.tar");
+    std::fs::write(&path, w.finish()).unwrap();
+    path.display().to_string()
 }
 
 fn options(index_dir: Option<&Path>) -> TarOptions {
@@ -123,13 +134,9 @@ fn file_shards_of_every_format() {
 fn one_member_per_item() {
     let runtime = Runtime::new(Some(1)).unwrap();
     let dir = TempDir::new();
-    let path = dir.join("s.tar");
-    let mut w = Writer::new();
-    w.file("a.jpg", &content("a", "jpg"), Long::Pax);
-    w.file("a.cls", b"1", Long::Pax);
-    w.file("b.cls", b"2", Long::Pax);
-    std::fs::write(&path, w.finish()).unwrap();
-    let locations = vec![path.display().to_string()];
+    let jpg = content("a", "jpg");
+    let members: [(&str, &[u8]); 3] = [("a.jpg", &jpg), ("a.cls", b"1"), ("b.cls", b"2")];
+    let locations = vec![write_shard(&dir, &members, Long::Pax)];
     let dataset = open(
         &runtime,
         &locations,
@@ -156,15 +163,10 @@ fn one_member_per_item() {
 fn a_member_over_max_bytes_is_too_large() {
     let runtime = Runtime::new(Some(1)).unwrap();
     let dir = TempDir::new();
-    let path = dir.join("s.tar");
-    let mut w = Writer::new();
-    w.file("a.jpg", &[0; 100], Long::Ustar);
-    w.file("a.cls", b"1", Long::Ustar);
-    w.file("b.jpg", &[0; 101], Long::Ustar);
-    std::fs::write(&path, w.finish()).unwrap();
+    let members: [(&str, &[u8]); 3] = [("a.jpg", &[0; 100]), ("a.cls", b"1"), ("b.jpg", &[0; 101])];
+    let locations = vec![write_shard(&dir, &members, Long::Ustar)];
     let mut small = options(None);
     small.fetch.max_bytes = 100;
-    let locations = vec![path.display().to_string()];
     let dataset = open(&runtime, &locations, small).unwrap();
     assert_eq!(
         Sample::from_fragment(&fetch(&runtime, &dataset, 0).unwrap())
@@ -173,17 +175,7 @@ fn a_member_over_max_bytes_is_too_large() {
         "a"
     );
     let error = fetch(&runtime, &dataset, 1).unwrap_err();
-    assert!(
-        matches!(
-            &error,
-            Error::TooLarge {
-                limit: 100,
-                size: Some(101),
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_too_large(&error, 100, Some(101));
     assert_eq!(
         error.to_string(),
         format!(

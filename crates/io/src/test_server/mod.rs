@@ -63,6 +63,26 @@ pub fn bytes_body(n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// One GET of `path` on a new blocking connection to `addr`, for tests of a server that runs on
+/// another thread or in another process: the status line and the body. Panics on any failure.
+pub fn get(addr: impl std::net::ToSocketAddrs, path: &str) -> (String, Vec<u8>) {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let out = exchange(addr, &request);
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8(out[..end].to_vec()).unwrap();
+    (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
+}
+
+/// Sends `request` on a new blocking connection to `addr` and reads the whole answer.
+fn exchange(addr: impl std::net::ToSocketAddrs, request: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    out
+}
+
 /// What a scripted server answers to one request.
 #[derive(Debug, Clone)]
 pub enum Reply {
@@ -725,45 +745,32 @@ fn reason(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::TempDir;
     use std::io::{Read, Write};
-
-    fn get(server: &LoopbackServer, path: &str) -> (String, Vec<u8>) {
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).unwrap();
-        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let head = String::from_utf8(out[..end].to_vec()).unwrap();
-        (head.lines().next().unwrap().to_owned(), out[end..].to_vec())
-    }
 
     #[test]
     fn routes() {
         let server = LoopbackServer::start(Duration::ZERO).unwrap();
         assert_eq!(
-            get(&server, "/item/7?x=1"),
+            get(server.addr(), "/item/7?x=1"),
             ("HTTP/1.1 200 OK".into(), b"item-7".to_vec())
         );
-        assert_eq!(get(&server, "/bytes/300").1, bytes_body(300));
+        assert_eq!(get(server.addr(), "/bytes/300").1, bytes_body(300));
         assert_eq!(bytes_body(3), [7, 38, 69]);
         assert_eq!(
-            get(&server, "/status/503").0,
+            get(server.addr(), "/status/503").0,
             "HTTP/1.1 503 Service Unavailable"
         );
-        assert_eq!(get(&server, "/nothing").0, "HTTP/1.1 404 Not Found");
+        assert_eq!(get(server.addr(), "/nothing").0, "HTTP/1.1 404 Not Found");
         assert_eq!(
-            get(&server, "/flaky/2/item/1").0,
+            get(server.addr(), "/flaky/2/item/1").0,
             "HTTP/1.1 503 Service Unavailable"
         );
         assert_eq!(
-            get(&server, "/flaky/2/item/1").0,
+            get(server.addr(), "/flaky/2/item/1").0,
             "HTTP/1.1 503 Service Unavailable"
         );
-        assert_eq!(get(&server, "/flaky/2/item/1").1, b"item-1");
+        assert_eq!(get(server.addr(), "/flaky/2/item/1").1, b"item-1");
         assert_eq!(server.requests(), 7);
         assert_eq!(server.connections(), 7);
         assert_eq!(server.max_in_flight(), 1);
@@ -772,16 +779,16 @@ mod tests {
     #[test]
     fn bodies_are_prefixes_of_the_longest_made() {
         let server = LoopbackServer::start(Duration::ZERO).unwrap();
-        assert_eq!(get(&server, "/bytes/5000").1, bytes_body(5000));
-        assert_eq!(get(&server, "/bytes/17").1, bytes_body(17));
-        assert_eq!(get(&server, "/bytes/0").1, b"");
-        assert_eq!(get(&server, "/bytes/9000?i=3").1, bytes_body(9000));
+        assert_eq!(get(server.addr(), "/bytes/5000").1, bytes_body(5000));
+        assert_eq!(get(server.addr(), "/bytes/17").1, bytes_body(17));
+        assert_eq!(get(server.addr(), "/bytes/0").1, b"");
+        assert_eq!(get(server.addr(), "/bytes/9000?i=3").1, bytes_body(9000));
         match &server.state.routes {
             Routes::Standard { bodies, .. } => assert_eq!(lock(bodies).len(), 9000),
             Routes::Scripted { .. } | Routes::Files { .. } => unreachable!(),
         }
         assert_eq!(
-            get(&server, &format!("/bytes/{}", MAX_BODY + 1)).0,
+            get(server.addr(), &format!("/bytes/{}", MAX_BODY + 1)).0,
             "HTTP/1.1 400 Bad Request"
         );
     }
@@ -836,19 +843,15 @@ mod tests {
 
     /// Sends `request` on a new connection and reads the whole answer (head and body).
     fn exchange(server: &LoopbackServer, request: &str) -> String {
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-        s.write_all(request.as_bytes()).unwrap();
-        let mut out = Vec::new();
-        s.read_to_end(&mut out).unwrap();
-        String::from_utf8_lossy(&out).into_owned()
+        String::from_utf8_lossy(&super::exchange(server.addr, request)).into_owned()
     }
 
     #[test]
     fn a_directory_is_served_with_ranges_before_the_routes() {
-        let dir = std::env::temp_dir().join(format!("dlrs-serve-dir-{}", std::process::id()));
+        let dir = TempDir::new();
         std::fs::create_dir_all(dir.join("sub")).unwrap();
         std::fs::write(dir.join("sub/f.bin"), b"0123456789").unwrap();
-        let server = LoopbackServer::serve_dir(0, Duration::ZERO, Some(dir.clone())).unwrap();
+        let server = LoopbackServer::serve_dir(0, Duration::ZERO, Some(dir.to_path_buf())).unwrap();
         let close = "Connection: close\r\n";
         let range = exchange(
             &server,
@@ -882,11 +885,10 @@ mod tests {
             &format!("GET /sub/f.bin HTTP/1.1\r\nRange: bytes=10-\r\n{close}\r\n"),
         );
         assert!(past.starts_with("HTTP/1.1 416 "), "{past}");
-        assert_eq!(get(&server, "/item/3").1, b"item-3");
+        assert_eq!(get(server.addr(), "/item/3").1, b"item-3");
         assert_eq!(
-            get(&server, "/sub/../sub/f.bin").0,
+            get(server.addr(), "/sub/../sub/f.bin").0,
             "HTTP/1.1 404 Not Found"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use dlrs_io::{Column, FetchOptions, RetryOptions};
 
 use crate::errors::io_error;
-use crate::text::type_name;
+use crate::text::{shown, type_name, wrong_type};
 
 /// A non-negative int argument (bools and other types are a TypeError, negative values a
 /// ValueError).
@@ -24,9 +24,7 @@ pub fn non_negative(name: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
     let Ok(int) = value.extract::<i128>() else {
         return Err(PyTypeError::new_err(format!(
             "{name} must be an int, got {} ({})",
-            value
-                .repr()
-                .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+            shown(value),
             type_name(value)
         )));
     };
@@ -103,12 +101,9 @@ impl<'py> Keywords<'py> {
     }
 
     fn number(&self, name: &str, value: &Bound<'py, PyAny>) -> PyResult<f64> {
-        value.extract::<f64>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{name} must be a number of seconds, got {}",
-                type_name(value)
-            ))
-        })
+        value
+            .extract::<f64>()
+            .map_err(|_| wrong_type(&format!("{name} must be a number of seconds"), value))
     }
 
     /// The fetch options every Rust dataset takes: `timeout`, `retries`, `backoff`,
@@ -183,12 +178,9 @@ fn not_a_single_string(name: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
 /// A sequence of str (URLs, object keys).
 pub fn strs(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     not_a_single_string(name, value)?;
-    let iter = value.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{name} must be a sequence of str, got {}",
-            type_name(value)
-        ))
-    })?;
+    let iter = value
+        .try_iter()
+        .map_err(|_| wrong_type(&format!("{name} must be a sequence of str"), value))?;
     let mut out = Vec::with_capacity(value.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -206,12 +198,9 @@ pub fn strs(name: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 /// A sequence of paths (str or os.PathLike).
 pub fn paths(value: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     not_a_single_string("paths", value)?;
-    let iter = value.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "paths must be a sequence of str or os.PathLike, got {}",
-            type_name(value)
-        ))
-    })?;
+    let iter = value
+        .try_iter()
+        .map_err(|_| wrong_type("paths must be a sequence of str or os.PathLike", value))?;
     let mut out = Vec::with_capacity(value.len().unwrap_or(0));
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -230,25 +219,30 @@ pub fn path(name: &str, i: usize, item: &Bound<'_, PyAny>) -> PyResult<PathBuf> 
     })
 }
 
+/// The `(key, value)` pairs of the mapping `value`, read as they are iterated; `must` is the
+/// rule of the TypeError (with the type of `value`) when it has no `items()`.
+fn pairs<'py>(
+    value: &Bound<'py, PyAny>,
+    must: &str,
+) -> PyResult<impl Iterator<Item = PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)>>> {
+    let items = value
+        .call_method0("items")
+        .map_err(|_| wrong_type(must, value))?;
+    Ok(items.try_iter()?.map(|pair| pair?.extract()))
+}
+
 /// `{name: value}` pairs of str from a mapping (headers, object-store options), or none.
 pub fn str_pairs(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
     let Some(value) = value else {
         return Ok(Vec::new());
     };
-    let items = value.call_method0("items").map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{name} must be a mapping of str to str, got {}",
-            type_name(value)
-        ))
-    })?;
     let mut out = Vec::new();
-    for pair in items.try_iter()? {
-        let (key, val): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+    for pair in pairs(value, &format!("{name} must be a mapping of str to str"))? {
+        let (key, val) = pair?;
         let (Ok(key), Ok(val)) = (key.cast::<PyString>(), val.cast::<PyString>()) else {
             return Err(PyTypeError::new_err(format!(
                 "{name} must be a mapping of str to str: {} maps to {}",
-                key.repr()
-                    .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                shown(&key),
                 type_name(&val)
             )));
         };
@@ -263,22 +257,16 @@ pub fn columns(value: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(String, Column
     let Some(value) = value else {
         return Ok(Vec::new());
     };
-    let items = value.call_method0("items").map_err(|_| {
-        PyTypeError::new_err(format!(
-            "columns must be a mapping of column names to sequences of ints or strs, got {}",
-            type_name(value)
-        ))
-    })?;
     let mut out = Vec::new();
-    for pair in items.try_iter()? {
-        let (key, values): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair?.extract()?;
+    let must = "columns must be a mapping of column names to sequences of ints or strs";
+    for pair in pairs(value, must)? {
+        let (key, values) = pair?;
         let name = key
             .cast::<PyString>()
             .map_err(|_| {
                 PyTypeError::new_err(format!(
                     "column names must be str, got {} ({})",
-                    key.repr()
-                        .map_or_else(|_| "?".to_owned(), |r| r.to_string()),
+                    shown(&key),
                     type_name(&key)
                 ))
             })?

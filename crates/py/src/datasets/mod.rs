@@ -17,12 +17,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 
 use dlrs_io::{
-    Cache, Cached, Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime, TarOptions,
-    redact_url,
+    Cache, Cached, Column, Dataset, FetchOptions, HttpOptions, ObjectStoreOptions, Runtime,
+    TarOptions, redact_url,
 };
 
 use crate::errors::io_error;
 use crate::seam::{SIGNAL_SLICE, Slice, wait_interruptibly};
+use crate::text::wrong_type;
 
 /// The runtime of `dataset[i]` outside any loader (one thread, built on first use).
 fn getitem_runtime() -> PyResult<&'static Runtime> {
@@ -113,12 +114,9 @@ fn cache_arg(py: Python<'_>, kw: &args::Keywords<'_>) -> PyResult<Option<Arc<Cac
         }
         return Ok(None);
     };
-    let dir: std::path::PathBuf = dir.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "cache_dir must be a str or os.PathLike, got {}",
-            crate::text::type_name(dir)
-        ))
-    })?;
+    let dir: std::path::PathBuf = dir
+        .extract()
+        .map_err(|_| wrong_type("cache_dir must be a str or os.PathLike", dir))?;
     let cache = py
         .detach(|| Cache::open(dir, budget))
         .map_err(|e| io_error(&e))?;
@@ -183,14 +181,31 @@ pub fn rust_dataset(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dataset>> {
     if let Ok(d) = obj.cast::<TarDataset>() {
         return Ok(d.get().dataset());
     }
-    Err(PyTypeError::new_err(format!(
-        "expected HttpDataset, FileDataset, ObjectStoreDataset or TarDataset, got {}",
-        crate::text::type_name(obj)
-    )))
+    Err(wrong_type(
+        "expected HttpDataset, FileDataset, ObjectStoreDataset or TarDataset",
+        obj,
+    ))
 }
 
 fn seconds_shown(d: Option<Duration>) -> String {
     d.map_or_else(|| "None".to_owned(), |d| format!("{:?}", d.as_secs_f64()))
+}
+
+/// The keywords of `what`, a `from_template`: `length`, then `keywords`, its constructor's.
+fn template_keywords<'py>(
+    what: &str,
+    options: Option<&Bound<'py, PyDict>>,
+    keywords: &[&str],
+) -> PyResult<args::Keywords<'py>> {
+    let mut known = vec!["length"];
+    known.extend(keywords);
+    args::Keywords::new(what, options, &known)
+}
+
+/// The names of a template's columns as a `repr` shows them: quoted, comma-separated.
+fn shown_columns(columns: &[(String, Column)]) -> String {
+    let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+    names.join(", ")
 }
 
 fn quoted(text: &str) -> String {
@@ -348,14 +363,12 @@ dataset_methods!(HttpDataset, cached, {
         columns: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let mut known = vec!["length"];
-        known.extend(Self::KEYWORDS);
-        let kw = args::Keywords::new("HttpDataset.from_template", options, &known)?;
+        let kw = template_keywords("HttpDataset.from_template", options, &Self::KEYWORDS)?;
         let columns = args::columns(columns)?;
         let length = args::length(kw.get("length"))?;
         let options = Self::options(&kw)?;
         let cache = cache_arg(py, &kw)?;
-        let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+        let names = shown_columns(&columns);
         let shown_options = Self::shown_options(&options);
         let inner = py
             .detach(|| dlrs_io::HttpDataset::from_template(template, columns, length, options))
@@ -363,7 +376,7 @@ dataset_methods!(HttpDataset, cached, {
         let shown = format!(
             "HttpDataset.from_template({}, columns=[{}], length={}{shown_options}{})",
             quoted(&redact_url(template)),
-            names.join(", "),
+            names,
             inner.len(),
             shown_cache(cache.as_ref())
         );
@@ -438,9 +451,7 @@ dataset_methods!(FileDataset, {
         columns: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let mut known = vec!["length"];
-        known.extend(args::FETCH_KEYWORDS);
-        let kw = args::Keywords::new("FileDataset.from_template", options, &known)?;
+        let kw = template_keywords("FileDataset.from_template", options, &args::FETCH_KEYWORDS)?;
         let template = args::path("template", 0, template)
             .map_err(|_| PyTypeError::new_err("template must be a str or os.PathLike"))?;
         let template = template
@@ -450,7 +461,7 @@ dataset_methods!(FileDataset, {
         let columns = args::columns(columns)?;
         let length = args::length(kw.get("length"))?;
         let options = Self::options(&kw)?;
-        let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+        let names = shown_columns(&columns);
         let (timeout, retries) = (options.timeout, options.retry.retries);
         let inner = py
             .detach(|| dlrs_io::FileDataset::from_template(&template, columns, length, options))
@@ -458,7 +469,7 @@ dataset_methods!(FileDataset, {
         let shown = format!(
             "FileDataset.from_template({}, columns=[{}], length={}, timeout={}, retries={retries})",
             quoted(&template),
-            names.join(", "),
+            names,
             inner.len(),
             seconds_shown(timeout),
         );
@@ -557,14 +568,16 @@ dataset_methods!(ObjectStoreDataset, cached, {
         columns: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let mut known = vec!["length"];
-        known.extend(Self::keywords());
-        let kw = args::Keywords::new("ObjectStoreDataset.from_template", options, &known)?;
+        let kw = template_keywords(
+            "ObjectStoreDataset.from_template",
+            options,
+            &Self::keywords(),
+        )?;
         let columns = args::columns(columns)?;
         let length = args::length(kw.get("length"))?;
         let options = Self::options(&kw)?;
         let cache = cache_arg(py, &kw)?;
-        let names: Vec<String> = columns.iter().map(|(n, _)| quoted(n)).collect();
+        let names = shown_columns(&columns);
         let shown_options = Self::shown_options(&options);
         let inner = py
             .detach(|| {
@@ -575,7 +588,7 @@ dataset_methods!(ObjectStoreDataset, cached, {
             "ObjectStoreDataset.from_template({}, {}, columns=[{}], length={}{shown_options}{})",
             quoted(&redact_url(url)),
             quoted(template),
-            names.join(", "),
+            names,
             inner.len(),
             shown_cache(cache.as_ref())
         );
@@ -619,12 +632,9 @@ fn locations(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
             crate::text::type_name(value)
         )));
     }
-    let iter = value.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "locations must be a sequence of str or os.PathLike, got {}",
-            crate::text::type_name(value)
-        ))
-    })?;
+    let iter = value
+        .try_iter()
+        .map_err(|_| wrong_type("locations must be a sequence of str or os.PathLike", value))?;
     let mut out = Vec::new();
     for (i, item) in iter.enumerate() {
         let item = item?;
@@ -676,10 +686,7 @@ dataset_methods!(TarDataset, cached, {
             Some(m) => Some(
                 m.cast::<PyString>()
                     .map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "member must be a str (an extension such as 'jpg'), got {}",
-                            crate::text::type_name(m)
-                        ))
+                        wrong_type("member must be a str (an extension such as 'jpg')", m)
                     })?
                     .to_str()?
                     .to_ascii_lowercase(),
@@ -691,12 +698,10 @@ dataset_methods!(TarDataset, cached, {
         let fetch = kw.fetch(FetchOptions::HTTP)?;
         let cache = cache_arg(py, &kw)?;
         let index_dir = match kw.get("index_dir") {
-            Some(dir) => Some(dir.extract::<std::path::PathBuf>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "index_dir must be a str or os.PathLike, got {}",
-                    crate::text::type_name(dir)
-                ))
-            })?),
+            Some(dir) => Some(
+                dir.extract::<std::path::PathBuf>()
+                    .map_err(|_| wrong_type("index_dir must be a str or os.PathLike", dir))?,
+            ),
             None => match &cache {
                 Some(cache) => Some(cache.dir().join("tar-index")),
                 None => dlrs_io::tar::default_index_dir(),

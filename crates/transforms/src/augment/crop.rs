@@ -394,27 +394,20 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_refused() {
-        let e = RandomResizedCrop::new(
-            Size::square(8),
-            (0.5, 0.1),
-            (1.0, 1.0),
-            Interpolation::Bilinear,
-            true,
-        )
-        .unwrap_err();
-        assert!(
-            e.to_string().contains("scale should be of kind (min, max)"),
-            "{e}"
-        );
-        let e = RandomResizedCrop::new(
-            Size::square(8),
-            (0.1, 0.5),
-            (0.0, 1.0),
-            Interpolation::Bilinear,
-            true,
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("ratio should be between"), "{e}");
+        for (scale, ratio, message) in [
+            ((0.5, 0.1), (1.0, 1.0), "scale should be of kind (min, max)"),
+            ((0.1, 0.5), (0.0, 1.0), "ratio should be between"),
+        ] {
+            let e = RandomResizedCrop::new(
+                Size::square(8),
+                scale,
+                ratio,
+                Interpolation::Bilinear,
+                true,
+            )
+            .unwrap_err();
+            assert!(e.to_string().contains(message), "{e}");
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ const BITFIELDS: u32 = 3;
 const ALPHABITFIELDS: u32 = 6;
 
 fn truncated() -> Error {
-    Error::truncated(Format::Bmp, "the data ends before the image does")
+    Error::ended(Format::Bmp)
 }
 
 fn u16_at(d: &[u8], at: usize) -> Result<u16, Error> {
@@ -388,47 +388,16 @@ fn decode_direct(d: &[u8], h: &Header, limits: &DecodeLimits) -> Result<Raw, Err
     })
 }
 
+// The integration tests build their BMPs with the same function.
 #[cfg(test)]
-pub(crate) mod tests {
+#[path = "../../tests/it/bmp_file.rs"]
+mod bmp_file;
+
+#[cfg(test)]
+mod tests {
+    use super::bmp_file::bmp;
     use super::*;
     use crate::{Decode, Pixels};
-
-    /// Builds a BMP with a 40-byte header (or `header` bytes, zero-padded) around `pixels`.
-    pub(crate) fn bmp(
-        width: i32,
-        height: i32,
-        bits: u16,
-        compression: u32,
-        palette: &[[u8; 4]],
-        masks: &[u32],
-        pixels: &[u8],
-    ) -> Vec<u8> {
-        let mut info = Vec::new();
-        info.extend(40u32.to_le_bytes());
-        info.extend(width.to_le_bytes());
-        info.extend(height.to_le_bytes());
-        info.extend(1u16.to_le_bytes());
-        info.extend(bits.to_le_bytes());
-        info.extend(compression.to_le_bytes());
-        info.extend((pixels.len() as u32).to_le_bytes());
-        info.extend([0u8; 8]);
-        info.extend((palette.len() as u32).to_le_bytes());
-        info.extend(0u32.to_le_bytes());
-        for m in masks {
-            info.extend(m.to_le_bytes());
-        }
-        for p in palette {
-            info.extend(p);
-        }
-        let offset = 14 + info.len() as u32;
-        let mut out = b"BM".to_vec();
-        out.extend((offset + pixels.len() as u32).to_le_bytes());
-        out.extend([0u8; 4]);
-        out.extend(offset.to_le_bytes());
-        out.extend(info);
-        out.extend(pixels);
-        out
-    }
 
     fn decode(data: &[u8]) -> (usize, usize, usize, Vec<u8>) {
         let im = Decode::default().decode(data).unwrap();

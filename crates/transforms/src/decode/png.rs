@@ -7,10 +7,7 @@ use crate::{Error, Format};
 
 fn map_err(e: ::png::DecodingError) -> Error {
     match e {
-        ::png::DecodingError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Error::truncated(Format::Png, "the data ends before the image does")
-        }
-        ::png::DecodingError::IoError(io) => Error::truncated(Format::Png, io),
+        ::png::DecodingError::IoError(io) => Error::read(Format::Png, io),
         ::png::DecodingError::Format(f) => Error::corrupt(Format::Png, f),
         ::png::DecodingError::LimitsExceeded => {
             Error::corrupt(Format::Png, "the decoder's memory limit was exceeded")
@@ -250,36 +247,29 @@ pub(crate) mod tests {
     #[test]
     fn sixteen_bits_as_pillow_loads_them() {
         // Grey I;16 clips: 0x0012 -> 18, 0x0100 -> 255; RGB16 keeps the high byte; LA16 too.
-        let png = encode(
-            2,
-            1,
-            ColorType::Grayscale,
-            BitDepth::Sixteen,
-            &[0, 0x12, 1, 0],
-            None,
-            None,
-        );
-        assert_eq!(decode_u8(&png), (1, vec![18, 255]));
-        let png = encode(
-            1,
-            1,
-            ColorType::Rgb,
-            BitDepth::Sixteen,
-            &[0x12, 0x34, 0x80, 0xff, 0x00, 0xff],
-            None,
-            None,
-        );
-        assert_eq!(decode_u8(&png), (3, vec![0x12, 0x80, 0]));
-        let png = encode(
-            1,
-            1,
-            ColorType::GrayscaleAlpha,
-            BitDepth::Sixteen,
-            &[0x12, 0x34, 0x80, 0xff],
-            None,
-            None,
-        );
-        assert_eq!(decode_u8(&png), (2, vec![0x12, 0x80]));
+        for (width, color, samples, expected) in [
+            (
+                2,
+                ColorType::Grayscale,
+                &[0, 0x12, 1, 0][..],
+                (1, vec![18, 255]),
+            ),
+            (
+                1,
+                ColorType::Rgb,
+                &[0x12, 0x34, 0x80, 0xff, 0x00, 0xff],
+                (3, vec![0x12, 0x80, 0]),
+            ),
+            (
+                1,
+                ColorType::GrayscaleAlpha,
+                &[0x12, 0x34, 0x80, 0xff],
+                (2, vec![0x12, 0x80]),
+            ),
+        ] {
+            let png = encode(width, 1, color, BitDepth::Sixteen, samples, None, None);
+            assert_eq!(decode_u8(&png), expected, "{color:?}");
+        }
     }
 
     #[test]

@@ -12,10 +12,7 @@ use crate::{Error, Format};
 
 fn map_err(e: TiffError) -> Error {
     match e {
-        TiffError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Error::truncated(Format::Tiff, "the data ends before the image does")
-        }
-        TiffError::IoError(io) => Error::truncated(Format::Tiff, io),
+        TiffError::IoError(io) => Error::read(Format::Tiff, io),
         TiffError::UnsupportedError(u) => Error::unsupported(Format::Tiff, u),
         TiffError::LimitsExceeded => {
             Error::corrupt(Format::Tiff, "the decoder's memory limit was exceeded")

@@ -9,10 +9,7 @@ use crate::{Error, Format};
 
 fn map_err(e: DecodingError) -> Error {
     match e {
-        DecodingError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Error::truncated(Format::WebP, "the data ends before the image does")
-        }
-        DecodingError::IoError(io) => Error::truncated(Format::WebP, io),
+        DecodingError::IoError(io) => Error::read(Format::WebP, io),
         DecodingError::UnsupportedFeature(f) => Error::unsupported(Format::WebP, f),
         other => Error::corrupt(Format::WebP, other),
     }

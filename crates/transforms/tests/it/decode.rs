@@ -1,7 +1,7 @@
 //! Decoded fixtures against Pillow 13's values (`<file>.bin`: `np.asarray(im.convert(...))`,
 //! CMYK converted to RGB and I;16 to L as Pillow does).
 
-use crate::{decode, fixture, max_diff, u8s};
+use crate::{bmp_file, decode, fixture, max_diff, u8s};
 
 fn check_exact(name: &str, (h, w, c): (usize, usize, usize)) {
     let im = decode(name);
@@ -67,7 +67,8 @@ fn png(w: u32, h: u32, color: png::ColorType, depth: png::BitDepth) -> Vec<u8> {
     out
 }
 
-/// A BMP with a 40-byte header of `w × h` pixels of `bits` (zeros), `palette` entries first.
+/// A BMP with a 40-byte header of `w × h` pixels of `bits` (zeros, or none at all), `palette`
+/// entries first.
 fn bmp(w: u32, h: u32, bits: u16, palette: &[[u8; 4]], with_pixels: bool) -> Vec<u8> {
     let stride = (w as usize * usize::from(bits)).div_ceil(32) * 4;
     let pixels = if with_pixels {
@@ -75,28 +76,7 @@ fn bmp(w: u32, h: u32, bits: u16, palette: &[[u8; 4]], with_pixels: bool) -> Vec
     } else {
         Vec::new()
     };
-    let mut info = Vec::new();
-    info.extend(40u32.to_le_bytes());
-    info.extend(w.to_le_bytes());
-    info.extend(h.to_le_bytes());
-    info.extend(1u16.to_le_bytes());
-    info.extend(bits.to_le_bytes());
-    info.extend(0u32.to_le_bytes());
-    info.extend((pixels.len() as u32).to_le_bytes());
-    info.extend([0u8; 8]);
-    info.extend((palette.len() as u32).to_le_bytes());
-    info.extend(0u32.to_le_bytes());
-    for p in palette {
-        info.extend(p);
-    }
-    let offset = 14 + info.len() as u32;
-    let mut out = b"BM".to_vec();
-    out.extend((offset + pixels.len() as u32).to_le_bytes());
-    out.extend([0u8; 4]);
-    out.extend(offset.to_le_bytes());
-    out.extend(info);
-    out.extend(pixels);
-    out
+    bmp_file::bmp(w as i32, h as i32, bits, 0, palette, &[], &pixels)
 }
 
 /// Every format checks the sides and the size from its header, the size being the decoded
@@ -106,52 +86,36 @@ fn limits_are_checked_for_every_format() {
     use dlrs_transforms::{Decode, Error};
     use png::{BitDepth, ColorType};
     let grey: Vec<[u8; 4]> = (0..=255).map(|i| [i, i, i, 0]).collect();
-    for (name, data, w, h, c) in [
-        ("rgb420.jpg", fixture("rgb420.jpg"), 20, 24, 3),
-        ("cmyk.jpg", fixture("cmyk.jpg"), 20, 24, 3),
-        ("rgb_lossless.webp", fixture("rgb_lossless.webp"), 11, 13, 3),
-        (
-            "rgba_lossless.webp",
-            fixture("rgba_lossless.webp"),
-            11,
-            13,
-            4,
-        ),
-        ("rgb.tiff", fixture("rgb.tiff"), 11, 13, 3),
-        ("la.tiff", fixture("la.tiff"), 9, 6, 2),
-        ("cmyk.tiff", fixture("cmyk.tiff"), 11, 13, 3),
-        ("gray16.tiff", fixture("gray16.tiff"), 7, 5, 1),
-        (
-            "rgb png",
-            png(30, 20, ColorType::Rgb, BitDepth::Eight),
-            30,
-            20,
-            3,
-        ),
+    let fixtures = [
+        ("rgb420.jpg", 20, 24, 3),
+        ("cmyk.jpg", 20, 24, 3),
+        ("rgb_lossless.webp", 11, 13, 3),
+        ("rgba_lossless.webp", 11, 13, 4),
+        ("rgb.tiff", 11, 13, 3),
+        ("la.tiff", 9, 6, 2),
+        ("cmyk.tiff", 11, 13, 3),
+        ("gray16.tiff", 7, 5, 1),
+    ]
+    .map(|(name, w, h, c)| (name, fixture(name), w, h, c));
+    // The files made here are all 30 × 20.
+    let made = [
+        ("rgb png", png(30, 20, ColorType::Rgb, BitDepth::Eight), 3),
         (
             "rgb16 png",
             png(30, 20, ColorType::Rgb, BitDepth::Sixteen),
-            30,
-            20,
             3,
         ),
         (
             "grey png",
             png(30, 20, ColorType::Grayscale, BitDepth::Eight),
-            30,
-            20,
             1,
         ),
-        (
-            "rgba png",
-            png(30, 20, ColorType::Rgba, BitDepth::Eight),
-            30,
-            20,
-            4,
-        ),
-        ("24-bit bmp", bmp(30, 20, 24, &[], true), 30, 20, 3),
-        ("grey bmp", bmp(30, 20, 8, &grey, true), 30, 20, 1),
-    ] {
+        ("rgba png", png(30, 20, ColorType::Rgba, BitDepth::Eight), 4),
+        ("24-bit bmp", bmp(30, 20, 24, &[], true), 3),
+        ("grey bmp", bmp(30, 20, 8, &grey, true), 1),
+    ]
+    .map(|(name, data, c)| (name, data, 30, 20, c));
+    for (name, data, w, h, c) in fixtures.into_iter().chain(made) {
         let err = Decode::new(w - 1, 100, 1 << 20)
             .unwrap()
             .decode(&data)

@@ -1,6 +1,7 @@
 //! Integration tests of dlrs-transforms: decoding against Pillow's output for fixture files,
 //! robustness of every decoder, and whole pipelines.
 
+mod bmp_file;
 mod decode;
 mod pipeline;
 mod robustness;
