@@ -11,6 +11,7 @@ Both at about 500x375 and about 2000x1500; also one core: the same per-image cha
 calling thread, ours against Pillow + torchvision v2.
 
     python benches/augment.py [--small 256] [--large 48] [--epochs 3] [--workers 2] [--json]
+    python benches/augment.py --draft      # ours with Decode(draft="auto"): reduced JPEG decoding
     python benches/augment.py --steps      # each step of ours on one core, 500x375 images
 
 Needs torch, torchvision, numpy and Pillow. Build the extension with `maturin develop --release`
@@ -78,10 +79,13 @@ def make_jpegs(directory: Path, n: int, size: tuple[int, int], seed: int) -> lis
     return paths
 
 
+DRAFT = False
+
+
 def ours() -> T.Compose:
     return T.Compose(
         [
-            T.Decode(),
+            T.Decode(draft="auto") if DRAFT else T.Decode(),
             T.ToRgb(),
             T.RandomResizedCrop(224),
             T.RandomHorizontalFlip(),
@@ -237,7 +241,10 @@ def main() -> None:
     parser.add_argument("--core-images", type=int, default=32, help="images of the one-core measurement")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--steps", action="store_true", help="time each step of ours on one core, 500x375")
+    parser.add_argument("--draft", action="store_true", help='ours with Decode(draft="auto")')
     args = parser.parse_args()
+    global DRAFT
+    DRAFT = args.draft
     if args.steps:
         with tempfile.TemporaryDirectory(prefix="dlrs-augment-") as tmp:
             paths = make_jpegs(Path(tmp), args.core_images, SIZES["small"], seed=5)
@@ -261,6 +268,7 @@ def main() -> None:
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,
         "pillow": PIL.__version__,
+        "draft": DRAFT,
         "cpus": os.cpu_count(),
         "load_before": load_before,
         "load_after": os.getloadavg(),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::tensor::FloatPlan;
-use crate::{Draft, Error, Item, Key, Transform};
+use crate::{Draft, Error, Item, Key, Reduced, Transform};
 
 #[derive(Debug)]
 enum Stage {
@@ -115,14 +115,14 @@ impl Transform for Compose {
     }
 
     fn apply_keyed(&self, key: Key, mut item: Item) -> Result<Item, Error> {
-        // A reduced decode: the resizing stage, the full size and the reduction.
-        let mut reduced: Option<(usize, (usize, usize), usize)> = None;
+        // A reduced decode: the resizing stage and the reduction.
+        let mut reduced: Option<(usize, Reduced)> = None;
         for (s, stage) in self.stages.iter().enumerate() {
             item = match stage {
                 Stage::One(i, t) => match (reduced, self.drafts.iter().find(|&&(d, _)| d == s)) {
-                    (Some((r, full, scale)), _) if r == s => {
+                    (Some((r, from)), _) if r == s => {
                         reduced = None;
-                        t.apply_reduced(key.at(*i), item, full, scale)?
+                        t.apply_reduced(key.at(*i), item, from)?
                     }
                     (_, Some(&(_, r))) => match (&item, t.as_decode()) {
                         (Item::Bytes(data), Some(decode)) => {
@@ -134,7 +134,7 @@ impl Transform for Compose {
                                 |h, w| resizer.shrink(rkey, h, w).map_or(1, |s| s.reduction());
                             let (im, full, scale) = decode.decode_reduced(data, &pick)?;
                             if scale > 1 {
-                                reduced = Some((r, full, scale));
+                                reduced = Some((r, Reduced { full, scale }));
                             }
                             Item::Image(im)
                         }

@@ -4,7 +4,7 @@
 use crate::color::u8_hwc;
 use crate::decode::muldiv255;
 use crate::image::{Image, Item, Layout, Pixels, check_size};
-use crate::{Error, Key, Shrink, Transform};
+use crate::{Error, Key, Reduced, Shrink, Transform};
 
 /// The resampling filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -187,15 +187,9 @@ impl Transform for Resize {
         })
     }
 
-    fn apply_reduced(
-        &self,
-        _key: Key,
-        item: Item,
-        full: (usize, usize),
-        _scale: usize,
-    ) -> Result<Item, Error> {
+    fn apply_reduced(&self, _key: Key, item: Item, from: Reduced) -> Result<Item, Error> {
         // The size the full image would have been given.
-        let (height, width) = self.output_size(full.0, full.1);
+        let (height, width) = self.output_size(from.full.0, from.full.1);
         let exact = Resize {
             size: ResizeSize::Exact { height, width },
             max_size: None,

@@ -41,20 +41,13 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// [`Transform::apply_keyed`] for an input of `full` size `(height, width)` that was
-    /// decoded reduced by `scale` (each side rounded up): the step reads the region
-    /// [`Transform::shrink`] named, scaled, and makes the same size of it. Only steps whose
-    /// `shrink` is `Some` are asked; the default ignores the reduction.
+    /// [`Transform::apply_keyed`] for an input that was decoded reduced (`from`): the step
+    /// reads the region [`Transform::shrink`] named, scaled, and makes the same size of it.
+    /// Only steps whose `shrink` is `Some` are asked; the default ignores the reduction.
     ///
     /// # Errors
     /// As [`Transform::apply`].
-    fn apply_reduced(
-        &self,
-        key: Key,
-        item: Item,
-        _full: (usize, usize),
-        _scale: usize,
-    ) -> Result<Item, Error> {
+    fn apply_reduced(&self, key: Key, item: Item, _from: Reduced) -> Result<Item, Error> {
         self.apply_keyed(key, item)
     }
 
@@ -67,6 +60,26 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
     /// The step as a [`crate::Decode`], for a [`crate::Compose`] to find the decoder.
     fn as_decode(&self) -> Option<&crate::Decode> {
         None
+    }
+}
+
+/// An image decoded reduced: its full size `(height, width)` and the factor (each side of the
+/// reduced image is the full one divided by it, rounded up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reduced {
+    /// The full size, `(height, width)`.
+    pub full: (usize, usize),
+    /// 1, 2, 4 or 8.
+    pub scale: usize,
+}
+
+impl Reduced {
+    /// The reduced image's `(height, width)`.
+    pub fn size(&self) -> (usize, usize) {
+        (
+            self.full.0.div_ceil(self.scale),
+            self.full.1.div_ceil(self.scale),
+        )
     }
 }
 
@@ -94,11 +107,11 @@ impl Shrink {
         crate::decode::reduction(self.width, self.height, self.out_width, self.out_height)
     }
 
-    /// The region in the input reduced by `scale` (`full` the input's size), rounded to the
-    /// nearest sample and kept inside it, at least one sample on each side.
-    pub fn scaled(&self, full: (usize, usize), scale: usize) -> (usize, usize, usize, usize) {
-        let (rh, rw) = (full.0.div_ceil(scale), full.1.div_ceil(scale));
-        let near = |v: usize| (v as f64 / scale as f64).round() as usize;
+    /// The region in the reduced input, rounded to the nearest sample and kept inside it, at
+    /// least one sample on each side.
+    pub fn scaled(&self, from: Reduced) -> (usize, usize, usize, usize) {
+        let (rh, rw) = from.size();
+        let near = |v: usize| (v as f64 / from.scale as f64).round() as usize;
         let top = near(self.top).min(rh - 1);
         let left = near(self.left).min(rw - 1);
         let height = near(self.height).clamp(1, rh - top);

@@ -6,7 +6,8 @@ use crate::geometry::{Window, apply_window};
 use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
 use crate::tv::{Interpolation, resize_u8};
 use crate::{
-    Error, Fill, Key, PaddingMode, Params, RandomParams, Rng, Shrink, Size, Transform, Value,
+    Error, Fill, Key, PaddingMode, Params, RandomParams, Reduced, Rng, Shrink, Size, Transform,
+    Value,
 };
 
 /// A drawn crop: rows `top..top + height`, columns `left..left + width`.
@@ -153,19 +154,11 @@ impl Transform for RandomResizedCrop {
         })
     }
 
-    fn apply_reduced(
-        &self,
-        key: Key,
-        item: Item,
-        full: (usize, usize),
-        scale: usize,
-    ) -> Result<Item, Error> {
+    fn apply_reduced(&self, key: Key, item: Item, from: Reduced) -> Result<Item, Error> {
         let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
         // The crop drawn for the full image, in the reduced one.
-        let region = match self.shrink(key, full.0, full.1) {
-            Some(s) if (h, w) == (full.0.div_ceil(scale), full.1.div_ceil(scale)) => {
-                s.scaled(full, scale)
-            }
+        let region = match self.shrink(key, from.full.0, from.full.1) {
+            Some(s) if (h, w) == from.size() => s.scaled(from),
             _ => {
                 let b = self.draw(&mut key.rng(), h, w);
                 (b.top as usize, b.left as usize, b.height, b.width)

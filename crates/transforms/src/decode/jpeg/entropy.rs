@@ -20,22 +20,34 @@ fn table<'t>(
     })
 }
 
-/// Calls `f(bits, slot, bx, by)` for each block of the scan in its order, `slot` indexing
-/// the scan's components, and `reset()` at each restart marker.
+/// What a restart marker resets: the DC predictions (one per component of the scan) and
+/// the run of end-of-bands of a progressive AC scan.
+struct State {
+    dc_pred: Vec<i32>,
+    eob_run: u32,
+}
+
+/// Calls `f(bits, state, slot, bx, by)` for each block of the scan in its order, `slot`
+/// indexing the scan's components, resetting `state` at each restart marker.
 #[inline(always)]
 fn walk<'a>(
     frame: &Frame,
     scan: &Scan,
     restart_interval: usize,
     bits: &mut Bits<'a>,
-    mut reset: impl FnMut(),
-    mut f: impl FnMut(&mut Bits<'a>, usize, usize, usize) -> Result<(), Error>,
+    mut f: impl FnMut(&mut Bits<'a>, &mut State, usize, usize, usize) -> Result<(), Error>,
 ) -> Result<(), Error> {
+    let mut state = State {
+        dc_pred: vec![0; scan.components.len()],
+        eob_run: 0,
+    };
     let mut units = 0usize;
-    let mut next_unit = |bits: &mut Bits<'a>, reset: &mut dyn FnMut()| {
+    // Past the restart marker before the next unit, if one comes there.
+    let mut next_unit = |bits: &mut Bits<'a>, state: &mut State| {
         if restart_interval > 0 && units > 0 && units % restart_interval == 0 {
             bits.restart();
-            reset();
+            state.dc_pred.fill(0);
+            state.eob_run = 0;
         }
         units += 1;
     };
@@ -45,19 +57,19 @@ fn walk<'a>(
         let (w, h) = frame.samples(c);
         for by in 0..h.div_ceil(8) {
             for bx in 0..w.div_ceil(8) {
-                next_unit(bits, &mut reset);
-                f(bits, 0, bx, by)?;
+                next_unit(bits, &mut state);
+                f(bits, &mut state, 0, bx, by)?;
             }
         }
     } else {
         for my in 0..frame.mcus_y {
             for mx in 0..frame.mcus_x {
-                next_unit(bits, &mut reset);
+                next_unit(bits, &mut state);
                 for (slot, &(ci, _, _)) in scan.components.iter().enumerate() {
                     let c = &frame.components[ci];
                     for v in 0..c.v {
                         for h in 0..c.h {
-                            f(bits, slot, mx * c.h + h, my * c.v + v)?;
+                            f(bits, &mut state, slot, mx * c.h + h, my * c.v + v)?;
                         }
                     }
                 }
@@ -79,26 +91,21 @@ pub(super) fn sequential<'a>(
     for &(_, dc, ac) in &scan.components {
         codes.push((table(&tables.dc, dc, "DC")?, table(&tables.ac, ac, "AC")?));
     }
-    let mut dc_pred = vec![0i32; scan.components.len()];
-    let reset_flag = std::cell::Cell::new(false);
     walk(
         frame,
         scan,
         tables.restart_interval,
         bits,
-        || reset_flag.set(true),
-        |outer, slot, bx, by| {
-            if reset_flag.replace(false) {
-                dc_pred.fill(0);
-            }
+        |outer, state, slot, bx, by| {
             let (dc, ac) = codes[slot];
             // A copy of the reader, so that its state stays in registers.
             let mut local = *outer;
             let bits = &mut local;
             let mut block = [0i16; 64];
             let (_, diff) = dc.decode_value(bits)?;
-            dc_pred[slot] = dc_pred[slot].wrapping_add(diff);
-            block[0] = dc_pred[slot] as i16;
+            let pred = &mut state.dc_pred[slot];
+            *pred = pred.wrapping_add(diff);
+            block[0] = *pred as i16;
             let mut k = 1;
             while k < 64 {
                 if let Some((run, value)) = ac.fast_ac(bits) {
@@ -136,45 +143,39 @@ pub(super) fn progressive<'a>(
 ) -> Result<(), Error> {
     let (ss, se, ah, al) = (scan.ss, scan.se, scan.ah, scan.al);
     let mut dc_codes = Vec::new();
-    let mut ac_code = None;
+    let mut band = None;
     for &(_, dc, ac) in &scan.components {
         if ss == 0 && ah == 0 {
             dc_codes.push(table(&tables.dc, dc, "DC")?);
         }
         if ss > 0 {
-            ac_code = Some(table(&tables.ac, ac, "AC")?);
+            let ac = table(&tables.ac, ac, "AC")?;
+            band = Some(Band { ss, se, al, ac });
         }
     }
-    let mut dc_pred = vec![0i32; scan.components.len()];
-    let mut eob_run = 0u32;
-    let reset_flag = std::cell::Cell::new(false);
     walk(
         frame,
         scan,
         tables.restart_interval,
         bits,
-        || reset_flag.set(true),
-        |bits, slot, bx, by| {
-            if reset_flag.replace(false) {
-                dc_pred.fill(0);
-                eob_run = 0;
-            }
+        |bits, state, slot, bx, by| {
             let ci = scan.components[slot].0;
             let blocks_w = frame.components[ci].blocks_w;
             let block = &mut coefs[ci][by * blocks_w + bx];
-            match (ss, ah, ac_code) {
+            match (ss, ah, band) {
                 (0, 0, _) => {
                     let s = u32::from(dc_codes[slot].decode(bits)?);
-                    dc_pred[slot] = dc_pred[slot].wrapping_add(bits.extend(s.min(16)));
-                    block[0] = dc_pred[slot].wrapping_shl(al) as i16;
+                    let pred = &mut state.dc_pred[slot];
+                    *pred = pred.wrapping_add(bits.extend(s.min(16)));
+                    block[0] = pred.wrapping_shl(al) as i16;
                 }
                 (0, _, _) => {
                     if bits.bit() {
                         block[0] |= 1 << al;
                     }
                 }
-                (_, 0, Some(ac)) => ac_first(bits, ac, block, ss, se, al, &mut eob_run)?,
-                (_, _, Some(ac)) => ac_refine(bits, ac, block, ss, se, al, &mut eob_run)?,
+                (_, 0, Some(band)) => band.first(bits, block, &mut state.eob_run)?,
+                (_, _, Some(band)) => band.refine(bits, block, &mut state.eob_run)?,
                 (_, _, None) => unreachable!("AC scans have their table"),
             }
             Ok(())
@@ -182,105 +183,103 @@ pub(super) fn progressive<'a>(
     )
 }
 
-/// The first scan of an AC band (G.1.2.2).
-fn ac_first(
-    bits: &mut Bits<'_>,
-    ac: &Huffman,
-    block: &mut Block,
+/// An AC scan's band of coefficients (zig-zag `ss..=se`) and the bit it brings (`al`).
+/// `run` is the scan's run of end-of-bands.
+#[derive(Clone, Copy)]
+struct Band<'t> {
     ss: usize,
     se: usize,
     al: u32,
-    eob_run: &mut u32,
-) -> Result<(), Error> {
-    if *eob_run > 0 {
-        *eob_run -= 1;
-        return Ok(());
-    }
-    let mut k = ss;
-    while k <= se {
-        let rs = ac.decode(bits)?;
-        let (r, s) = (u32::from(rs >> 4), u32::from(rs & 15));
-        if s != 0 {
-            k += r as usize;
-            block[usize::from(NATURAL[k.min(79)])] = (bits.extend(s) << al) as i16;
-        } else if r == 15 {
-            k += 15;
-        } else {
-            // A run of end-of-bands: this block and 2^r - 1 + (r more bits) after it.
-            *eob_run = (1 << r) - 1 + bits.bits(r);
-            break;
-        }
-        k += 1;
-    }
-    Ok(())
+    ac: &'t Huffman,
 }
 
-/// A refining scan of an AC band (G.1.2.3): one more bit of each known coefficient, and new
-/// coefficients of magnitude 1 << al placed among the zeros.
-fn ac_refine(
-    bits: &mut Bits<'_>,
-    ac: &Huffman,
-    block: &mut Block,
-    ss: usize,
-    se: usize,
-    al: u32,
-    eob_run: &mut u32,
-) -> Result<(), Error> {
-    let (p1, m1) = (1i16 << al, (-1i16) << al);
-    let refine = |bits: &mut Bits<'_>, c: &mut i16| {
-        if bits.bit() && *c & p1 == 0 {
-            *c = c.wrapping_add(if *c >= 0 { p1 } else { m1 });
+impl Band<'_> {
+    /// The first scan of an AC band (G.1.2.2).
+    fn first(&self, bits: &mut Bits<'_>, block: &mut Block, run: &mut u32) -> Result<(), Error> {
+        let Band { ss, se, al, ac } = *self;
+        if *run > 0 {
+            *run -= 1;
+            return Ok(());
         }
-    };
-    let mut k = ss;
-    if *eob_run == 0 {
+        let mut k = ss;
         while k <= se {
             let rs = ac.decode(bits)?;
-            let (mut r, s) = (u32::from(rs >> 4), rs & 15);
-            let value = match s {
-                0 if r != 15 => {
-                    *eob_run = (1 << r) + bits.bits(r);
-                    break;
-                }
-                0 => 0,
-                // Only magnitude 1 is valid here; libjpeg reads the sign bit whatever `s` is.
-                _ => {
-                    if bits.bit() {
-                        p1
-                    } else {
-                        m1
+            let (r, s) = (u32::from(rs >> 4), u32::from(rs & 15));
+            if s != 0 {
+                k += r as usize;
+                block[usize::from(NATURAL[k.min(79)])] = (bits.extend(s) << al) as i16;
+            } else if r == 15 {
+                k += 15;
+            } else {
+                // A run of end-of-bands: this block and 2^r - 1 + (r more bits) after it.
+                *run = (1 << r) - 1 + bits.bits(r);
+                break;
+            }
+            k += 1;
+        }
+        Ok(())
+    }
+
+    /// A refining scan of an AC band (G.1.2.3): one more bit of each known coefficient, and new
+    /// coefficients of magnitude 1 << al placed among the zeros.
+    fn refine(&self, bits: &mut Bits<'_>, block: &mut Block, run: &mut u32) -> Result<(), Error> {
+        let Band { ss, se, al, ac } = *self;
+        let (p1, m1) = (1i16 << al, (-1i16) << al);
+        let refine = |bits: &mut Bits<'_>, c: &mut i16| {
+            if bits.bit() && *c & p1 == 0 {
+                *c = c.wrapping_add(if *c >= 0 { p1 } else { m1 });
+            }
+        };
+        let mut k = ss;
+        if *run == 0 {
+            while k <= se {
+                let rs = ac.decode(bits)?;
+                let (mut r, s) = (u32::from(rs >> 4), rs & 15);
+                let value = match s {
+                    0 if r != 15 => {
+                        *run = (1 << r) + bits.bits(r);
+                        break;
                     }
+                    0 => 0,
+                    // Only magnitude 1 is valid here; libjpeg reads the sign bit whatever `s` is.
+                    _ => {
+                        if bits.bit() {
+                            p1
+                        } else {
+                            m1
+                        }
+                    }
+                };
+                // Past the coefficients already known (each refined) and `r` zeros.
+                while k <= se {
+                    let c = &mut block[usize::from(NATURAL[k])];
+                    if *c != 0 {
+                        refine(bits, c);
+                    } else {
+                        if r == 0 {
+                            break;
+                        }
+                        r -= 1;
+                    }
+                    k += 1;
                 }
-            };
-            // Past the coefficients already known (each refined) and `r` zeros.
+                if value != 0 && k <= se {
+                    block[usize::from(NATURAL[k])] = value;
+                }
+                k += 1;
+            }
+        }
+        if *run > 0 {
+            // The rest of the band holds no new coefficient: refine the known ones.
             while k <= se {
                 let c = &mut block[usize::from(NATURAL[k])];
                 if *c != 0 {
                     refine(bits, c);
-                } else {
-                    if r == 0 {
-                        break;
-                    }
-                    r -= 1;
                 }
                 k += 1;
             }
-            if value != 0 && k <= se {
-                block[usize::from(NATURAL[k])] = value;
-            }
-            k += 1;
+            *run -= 1;
         }
+        Ok(())
     }
-    if *eob_run > 0 {
-        // The rest of the band holds no new coefficient: refine the known ones.
-        while k <= se {
-            let c = &mut block[usize::from(NATURAL[k])];
-            if *c != 0 {
-                refine(bits, c);
-            }
-            k += 1;
-        }
-        *eob_run -= 1;
-    }
-    Ok(())
 }

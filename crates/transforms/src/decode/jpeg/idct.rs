@@ -86,16 +86,19 @@ fn islow(x: &[L; 8], n: u32) -> [L; 8] {
     let o1 = add(mul(t1, F_2_053), add(z2, z4));
     let o2 = add(mul(t2, F_3_072), add(z2, z3));
     let o3 = add(mul(t3, F_1_501), add(z1, z4));
-    [
-        descale(add(e0, o3), n),
-        descale(add(e1, o2), n),
-        descale(add(e2, o1), n),
-        descale(add(e3, o0), n),
-        descale(sub(e3, o0), n),
-        descale(sub(e2, o1), n),
-        descale(sub(e1, o2), n),
-        descale(sub(e0, o3), n),
-    ]
+    butterfly([e0, e1, e2, e3], [o3, o2, o1, o0], n)
+}
+
+/// The outputs `e[i] + o[i]` then, mirrored, `e[i] - o[i]`, descaled by `n`.
+#[inline(always)]
+fn butterfly<const H: usize, const N: usize>(e: [L; H], o: [L; H], n: u32) -> [L; N] {
+    std::array::from_fn(|i| {
+        if i < H {
+            descale(add(e[i], o[i]), n)
+        } else {
+            descale(sub(e[N - 1 - i], o[N - 1 - i]), n)
+        }
+    })
 }
 
 /// The reduced 4-point transform (libjpeg's `jpeg_idct_4x4`): coefficient 4 unused.
@@ -113,12 +116,7 @@ fn reduced4(x: &[L; 8], n: u32) -> [L; 4] {
         add(mul(z1, -F_0_509), mul(z2, -F_0_601)),
         add(mul(z3, F_0_899), mul(z4, F_2_562)),
     );
-    [
-        descale(add(e0, o1), n),
-        descale(add(e1, o0), n),
-        descale(sub(e1, o0), n),
-        descale(sub(e0, o1), n),
-    ]
+    butterfly([e0, e1], [o1, o0], n)
 }
 
 /// The reduced 2-point transform (libjpeg's `jpeg_idct_2x2`): the odd coefficients and DC.
@@ -129,7 +127,7 @@ fn reduced2(x: &[L; 8], n: u32) -> [L; 2] {
         add(mul(x[7], -F_0_720), mul(x[5], F_0_850)),
         add(mul(x[3], -F_1_272), mul(x[1], F_3_624)),
     );
-    [descale(add(even, odd), n), descale(sub(even, odd), n)]
+    butterfly([even], [odd], n)
 }
 
 /// The dequantised coefficients, by frequency row: `x[u][v] = coef[8u + v] * q[8u + v]`.
@@ -206,33 +204,35 @@ fn dc_only(coef: &[i16; 64], q: &[u16; 64], s: usize) -> u8 {
 
 #[inline(always)]
 fn idct8(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
-    // Columns first: ws[y][column]; then the rows: px[x][y].
-    let ws = islow(&dequantize(coef, q), CONST_BITS - PASS1_BITS);
-    let px = islow(&transpose(&ws), CONST_BITS + PASS1_BITS + 3);
-    for (y, row) in out.chunks_mut(stride).take(8).enumerate() {
-        for (x, o) in row[..8].iter_mut().enumerate() {
-            *o = sample(px[x][y]);
-        }
-    }
+    two_pass(coef, q, out, stride, 0, islow);
 }
 
 #[inline(always)]
 fn idct4(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
-    let ws = reduced4(&dequantize(coef, q), CONST_BITS - PASS1_BITS + 1);
-    let px = reduced4(&transpose(&ws), CONST_BITS + PASS1_BITS + 3 + 1);
-    for (y, row) in out.chunks_mut(stride).take(4).enumerate() {
-        for (x, o) in row[..4].iter_mut().enumerate() {
-            *o = sample(px[x][y]);
-        }
-    }
+    two_pass(coef, q, out, stride, 1, reduced4);
 }
 
 #[inline(always)]
 fn idct2(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
-    let ws = reduced2(&dequantize(coef, q), CONST_BITS - PASS1_BITS + 2);
-    let px = reduced2(&transpose(&ws), CONST_BITS + PASS1_BITS + 3 + 2);
-    for (y, row) in out.chunks_mut(stride).take(2).enumerate() {
-        for (x, o) in row[..2].iter_mut().enumerate() {
+    two_pass(coef, q, out, stride, 2, reduced2);
+}
+
+/// An `N × N` block by `kernel` down the columns, then along the rows; each pass descaled by
+/// `extra` bits more than the 8 × 8 transform (the reduced kernels' gain).
+#[inline(always)]
+fn two_pass<const N: usize>(
+    coef: &[i16; 64],
+    q: &[u16; 64],
+    out: &mut [u8],
+    stride: usize,
+    extra: u32,
+    kernel: impl Fn(&[L; 8], u32) -> [L; N],
+) {
+    // Columns first: ws[y][column]; then the rows: px[x][y].
+    let ws = kernel(&dequantize(coef, q), CONST_BITS - PASS1_BITS + extra);
+    let px = kernel(&transpose(&ws), CONST_BITS + PASS1_BITS + 3 + extra);
+    for (y, row) in out.chunks_mut(stride).take(N).enumerate() {
+        for (x, o) in row[..N].iter_mut().enumerate() {
             *o = sample(px[x][y]);
         }
     }
