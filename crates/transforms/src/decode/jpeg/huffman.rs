@@ -3,7 +3,7 @@
 use crate::{Error, Format};
 
 /// Bits looked up at once; longer codes take the slow path.
-const FAST_BITS: u32 = 9;
+const FAST_BITS: u32 = 10;
 
 /// One Huffman table (ITU T.81 annex C): a lookup of the first `FAST_BITS` bits, and the
 /// canonical-code bounds per length for the rest.
@@ -13,8 +13,8 @@ pub(super) struct Huffman {
     /// `FAST_BITS` bits; 0 where a longer code starts.
     fast: Box<[u16; 1 << FAST_BITS]>,
     /// For an AC table: where the next `FAST_BITS` bits hold a whole coefficient (its code
-    /// and its value bits), `value << 8 | run << 4 | bits taken`; 0 elsewhere.
-    fast_ac: Box<[i16; 1 << FAST_BITS]>,
+    /// and its value bits), `value << 16 | run << 8 | bits taken`; 0 elsewhere.
+    fast_ac: Box<[i32; 1 << FAST_BITS]>,
     /// The largest code of each length (index 1..=16), -1 where there is none.
     max_code: [i32; 17],
     /// What to add to a code of each length to get the index of its symbol.
@@ -54,18 +54,15 @@ impl Huffman {
             }
             code <<= 1;
         }
-        let mut fast_ac = Box::new([0i16; 1 << FAST_BITS]);
+        let mut fast_ac = Box::new([0i32; 1 << FAST_BITS]);
         for (i, (&entry, ac)) in fast.iter().zip(fast_ac.iter_mut()).enumerate() {
             let (len, symbol) = (u32::from(entry >> 8), entry as u8);
-            let (run, size) = (i16::from(symbol >> 4), u32::from(symbol & 15));
+            let (run, size) = (i32::from(symbol >> 4), u32::from(symbol & 15));
             if entry == 0 || size == 0 || len + size > FAST_BITS {
                 continue;
             }
             let raw = (i as i32 >> (FAST_BITS - len - size)) & ((1 << size) - 1);
-            let value = extend(raw, size);
-            if (-128..128).contains(&value) {
-                *ac = (value as i16) << 8 | run << 4 | (len + size) as i16;
-            }
+            *ac = extend(raw, size) << 16 | run << 8 | (len + size) as i32;
         }
         Ok(Huffman {
             fast,
@@ -99,8 +96,8 @@ impl Huffman {
         if e == 0 {
             return None;
         }
-        bits.consume((e & 15) as u32);
-        Some((((e >> 4) & 15) as usize, e >> 8))
+        bits.consume((e & 31) as u32);
+        Some((((e >> 8) & 15) as usize, (e >> 16) as i16))
     }
 
     /// The next symbol and the value of the `symbol & 15` bits that follow it (a DC
