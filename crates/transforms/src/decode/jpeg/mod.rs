@@ -74,8 +74,10 @@ fn next_marker(data: &[u8], mut at: usize) -> Option<(u8, usize)> {
 struct Output {
     /// Samples per block side: 8 at full scale, fewer when decoding reduced.
     size: usize,
-    /// Rows of `blocks_w * size` samples.
+    /// Rows of `blocks_w * size` samples, allocated when the first block comes (a progressive
+    /// image's coefficients go first).
     plane: Vec<u8>,
+    rows: usize,
     stride: usize,
     /// The component's size in samples (libjpeg's `downsampled_width` and `_height`).
     width: usize,
@@ -86,10 +88,17 @@ struct Output {
 }
 
 impl Output {
+    fn allocate(&mut self) {
+        if self.plane.is_empty() {
+            self.plane = vec![0; self.stride * self.rows];
+        }
+    }
+
     #[inline(always)]
     fn put(&mut self, bx: usize, by: usize, block: &Block) {
         let s = self.size;
         let at = by * s * self.stride + bx * s;
+        self.allocate();
         if let Some(q) = &self.quant {
             (self.idct)(s, block, q, &mut self.plane[at..], self.stride);
         }
@@ -227,12 +236,15 @@ fn decode_scaled(
         ));
     };
     if let Some(store) = coefs {
-        for ((c, out), blocks) in frame.components.iter().zip(&mut outputs).zip(&store) {
+        // Each component's coefficients freed once transformed: at most the coefficients and
+        // one plane at a time.
+        for ((c, out), blocks) in frame.components.iter().zip(&mut outputs).zip(store) {
             for (i, block) in blocks.iter().enumerate() {
                 out.put(i % c.blocks_w, i / c.blocks_w, block);
             }
         }
     }
+    outputs.iter_mut().for_each(Output::allocate);
     let width = frame.width.div_ceil(denom);
     let height = frame.height.div_ceil(denom);
     let channels = if frame.components.len() == 1 { 1 } else { 3 };
@@ -292,7 +304,8 @@ fn outputs_for(f: &Frame, denom: usize) -> Vec<Output> {
             let stride = c.blocks_w * size;
             Output {
                 size,
-                plane: vec![0; stride * c.blocks_h * size],
+                plane: Vec::new(),
+                rows: c.blocks_h * size,
                 stride,
                 width: (f.width * c.h * size).div_ceil(f.max_h * 8),
                 height: (f.height * c.v * size).div_ceil(f.max_v * 8),
