@@ -176,9 +176,9 @@ def test_auto_draft_then_resize_is_pillows_draft_then_resize(h, w, oh, ow):
 
 
 def test_auto_draft_random_resized_crop_crops_the_same_region():
-    """Under draft="auto" RandomResizedCrop crops the region drawn for the full image, so the
-    result stays within a few levels of the full-size pipeline on average (sub-pixel shifts of
-    the scaled region, and the reduced decode's own filtering, make the rest)."""
+    """Under draft="auto" RandomResizedCrop resizes the region drawn for the full image, scaled
+    to the fraction of a pixel, so the result stays within a few levels of the full-size
+    pipeline (the reduced decode's own averaging makes the difference)."""
     data = encode(pil_image("RGB", 750, 1000, "smooth", seed=3), "JPEG", quality=90)
     crop = T.RandomResizedCrop(112)
     reduced = T.Compose([T.Decode(draft="auto"), T.ToRgb(), crop])
@@ -188,7 +188,8 @@ def test_auto_draft_random_resized_crop_crops_the_same_region():
         a = np.asarray(reduced(data, seed=seed)).astype(np.int16)
         b = np.asarray(full(data, seed=seed)).astype(np.int16)
         assert a.shape == b.shape == (112, 112, 3)
-        assert np.abs(a - b).mean() < 3, seed
+        assert np.abs(a - b).max() <= 4, seed
+        assert np.abs(a - b).mean() < 0.6, seed
         differ += not np.array_equal(a, b)
     assert differ > 0
 

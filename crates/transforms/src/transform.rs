@@ -107,16 +107,11 @@ impl Shrink {
         crate::decode::reduction(self.width, self.height, self.out_width, self.out_height)
     }
 
-    /// The region in the reduced input, rounded to the nearest sample and kept inside it, at
-    /// least one sample on each side.
-    pub fn scaled(&self, from: Reduced) -> (usize, usize, usize, usize) {
-        let (rh, rw) = from.size();
-        let near = |v: usize| (v as f64 / from.scale as f64).round() as usize;
-        let top = near(self.top).min(rh - 1);
-        let left = near(self.left).min(rw - 1);
-        let height = near(self.height).clamp(1, rh - top);
-        let width = near(self.width).clamp(1, rw - left);
-        (top, left, height, width)
+    /// The region in the reduced input: `(top, left, height, width)`, fractional.
+    pub fn scaled(&self, from: Reduced) -> (f64, f64, f64, f64) {
+        let s = from.scale as f64;
+        let f = |v: usize| v as f64 / s;
+        (f(self.top), f(self.left), f(self.height), f(self.width))
     }
 }
 

@@ -4,7 +4,7 @@ use super::{check_range, unkeyed};
 use crate::color::u8_hwc;
 use crate::geometry::{Window, apply_window};
 use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
-use crate::tv::{Interpolation, resize_u8};
+use crate::tv::{Interpolation, resize_region_u8, resize_u8};
 use crate::{
     Error, Fill, Key, PaddingMode, Params, RandomParams, Reduced, Rng, Shrink, Size, Transform,
     Value,
@@ -156,15 +156,31 @@ impl Transform for RandomResizedCrop {
 
     fn apply_reduced(&self, key: Key, item: Item, from: Reduced) -> Result<Item, Error> {
         let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
-        // The crop drawn for the full image, in the reduced one.
-        let region = match self.shrink(key, from.full.0, from.full.1) {
-            Some(s) if (h, w) == from.size() => s.scaled(from),
-            _ => {
-                let b = self.draw(&mut key.rng(), h, w);
-                (b.top as usize, b.left as usize, b.height, b.width)
-            }
+        let Some(s) = self
+            .shrink(key, from.full.0, from.full.1)
+            .filter(|_| (h, w) == from.size())
+        else {
+            return self.apply_keyed(
+                key,
+                Item::Image(Image::from_parts(h, w, c, Layout::Hwc, Pixels::U8(v))),
+            );
         };
-        Ok(Item::Image(self.crop_resize(&v, (h, w, c), region)))
+        // The crop drawn for the full image, in the reduced one, to the fraction of a pixel.
+        let out = resize_region_u8(
+            &v,
+            (h, w, c),
+            s.scaled(from),
+            (self.size.height, self.size.width),
+            self.interpolation,
+            self.antialias,
+        );
+        Ok(Item::Image(Image::from_parts(
+            self.size.height,
+            self.size.width,
+            c,
+            Layout::Hwc,
+            Pixels::U8(out),
+        )))
     }
 }
 

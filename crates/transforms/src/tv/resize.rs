@@ -104,13 +104,25 @@ struct Axis {
 }
 
 fn axis(input: usize, output: usize, interp: Interpolation, antialias: bool) -> Axis {
+    axis_span(input, (0.0, input as f64), output, interp, antialias)
+}
+
+/// [`axis`] for the `span` `[from, to)` of the input (fractional), the samples around it read
+/// as the filter reaches them.
+fn axis_span(
+    input: usize,
+    (from, to): (f64, f64),
+    output: usize,
+    interp: Interpolation,
+    antialias: bool,
+) -> Axis {
     let (taps, filter): (usize, Box<dyn Fn(f64) -> f64>) = match interp {
         Interpolation::Bicubic if antialias => (4, Box::new(|x| cubic(x, -0.5))),
         Interpolation::Bicubic => (4, Box::new(|x| cubic(x, -0.75))),
         Interpolation::Lanczos => (6, Box::new(lanczos3)),
         _ => (2, Box::new(triangle)),
     };
-    let scale = input as f64 / output as f64;
+    let scale = (to - from) / output as f64;
     let half = taps as f64 * 0.5;
     let (ksize, support) = if antialias {
         let support = if scale >= 1.0 { half * scale } else { half };
@@ -123,7 +135,7 @@ fn axis(input: usize, output: usize, interp: Interpolation, antialias: bool) -> 
     let mut wt_max = 0f64;
     for (i, row) in rows.chunks_exact_mut(ksize).enumerate() {
         if antialias {
-            let center = scale * (i as f64 + 0.5);
+            let center = from + scale * (i as f64 + 0.5);
             let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
             // C casts: truncation toward zero.
             let xmin = ((center - support + 0.5) as i64).max(0);
@@ -143,7 +155,7 @@ fn axis(input: usize, output: usize, interp: Interpolation, antialias: bool) -> 
             bounds.push((xmin as usize, xsize));
         } else {
             let cubic = taps > 2;
-            let mut real = scale * (i as f64 + 0.5) - 0.5;
+            let mut real = from + scale * (i as f64 + 0.5) - 0.5;
             if !cubic && real < 0.0 {
                 real = 0.0;
             }
@@ -311,9 +323,78 @@ pub fn resize_u8(
     cur.into_owned()
 }
 
+/// The region `(top, left, height, width)` of a uint8 HWC image (fractional, inside it)
+/// resized to `oh × ow` with [`resize_u8`]'s arithmetic, the filter reading the pixels around
+/// the region as it reaches them. For a region of the whole image, [`resize_u8`] itself when
+/// both sides change. The filtering modes only; nearest rounds the region to whole pixels.
+pub fn resize_region_u8(
+    src: &[u8],
+    (h, w, c): (usize, usize, usize),
+    (top, left, height, width): (f64, f64, f64, f64),
+    (oh, ow): (usize, usize),
+    interp: Interpolation,
+    antialias: bool,
+) -> Vec<u8> {
+    if !interp.filters() {
+        let (t, l) = (top.round() as usize, left.round() as usize);
+        let (ch, cw) = (
+            (height.round() as usize).clamp(1, h - t.min(h - 1)),
+            (width.round() as usize).clamp(1, w - l.min(w - 1)),
+        );
+        let (t, l) = (t.min(h - ch), l.min(w - cw));
+        let mut crop = Vec::with_capacity(ch * cw * c);
+        for y in t..t + ch {
+            crop.extend_from_slice(&src[(y * w + l) * c..][..cw * c]);
+        }
+        return resize_u8(&crop, (ch, cw, c), (oh, ow), interp, antialias);
+    }
+    // The rows the vertical pass reads, then both passes over those rows only.
+    let mut ay = axis_span(h, (top, top + height), oh, interp, antialias);
+    let lo = ay.bounds.iter().map(|&(m, _)| m).min().unwrap_or(0);
+    let hi = ay
+        .bounds
+        .iter()
+        .map(|&(m, n)| m + n)
+        .max()
+        .unwrap_or(lo)
+        .max(lo + 1);
+    for b in &mut ay.bounds {
+        b.0 -= lo;
+    }
+    let rows = &src[lo * w * c..hi * w * c];
+    let ax = axis_span(w, (left, left + width), ow, interp, antialias);
+    let across = match c {
+        1 => horizontal::<1>(rows, hi - lo, w, &ax),
+        2 => horizontal::<2>(rows, hi - lo, w, &ax),
+        3 => horizontal::<3>(rows, hi - lo, w, &ax),
+        _ => horizontal::<4>(rows, hi - lo, w, &ax),
+    };
+    vertical(&across, ow, c, &ay)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The whole image as the region is the plain resize (when both sides change).
+        #[test]
+        fn whole_region_is_the_resize(
+            h in 2usize..30, w in 2usize..30, oh in 1usize..40, ow in 1usize..40,
+            c in 1usize..=4, seed: u64, aa: bool, kind in 0usize..3,
+        ) {
+            proptest::prop_assume!(oh != h && ow != w);
+            let interp = [Interpolation::Bilinear, Interpolation::Bicubic, Interpolation::Lanczos][kind];
+            proptest::prop_assume!(aa || interp != Interpolation::Lanczos);
+            let mut x = seed | 1;
+            let src: Vec<u8> = (0..h * w * c).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
+            let region = (0.0, 0.0, h as f64, w as f64);
+            proptest::prop_assert_eq!(
+                resize_region_u8(&src, (h, w, c), region, (oh, ow), interp, aa),
+                resize_u8(&src, (h, w, c), (oh, ow), interp, aa)
+            );
+        }
+    }
 
     #[test]
     fn constants_stay_constant() {

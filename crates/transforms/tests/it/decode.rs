@@ -298,7 +298,7 @@ fn auto_draft_follows_the_next_resize() {
 fn auto_draft_keeps_the_random_crop() {
     use std::sync::Arc;
 
-    use dlrs_transforms::tv::{Interpolation, resize_u8};
+    use dlrs_transforms::tv::{Interpolation, resize_region_u8};
     use dlrs_transforms::{Compose, Decode, Item, Key, RandomResizedCrop, Size, Transform};
     let data = fixture("rgb444.jpg"); // 20 × 24
     let rrc = RandomResizedCrop::new(
@@ -325,21 +325,34 @@ fn auto_draft_keeps_the_random_crop() {
         else {
             panic!("not an image")
         };
-        // By hand: the reduced decode, the scaled region, the resize.
+        // By hand: the reduced decode, then the scaled region (fractional) resized.
         let (small, _, used) = Decode::default()
             .decode_reduced(&data, &|_, _| scale)
             .unwrap();
         assert_eq!(used, scale);
-        let (top, left, h, w) = shrink.scaled(dlrs_transforms::Reduced {
+        let region = shrink.scaled(dlrs_transforms::Reduced {
             full: (24, 20),
             scale,
         });
-        let v = u8s(&small);
-        let mut crop = Vec::new();
-        for y in top..top + h {
-            crop.extend_from_slice(&v[(y * small.width() + left) * 3..][..w * 3]);
-        }
-        let want = resize_u8(&crop, (h, w, 3), (4, 4), Interpolation::Bilinear, true);
+        let s = scale as f64;
+        assert_eq!(
+            region,
+            (
+                shrink.top as f64 / s,
+                shrink.left as f64 / s,
+                shrink.height as f64 / s,
+                shrink.width as f64 / s
+            )
+        );
+        let dims = (small.height(), small.width(), 3);
+        let want = resize_region_u8(
+            u8s(&small),
+            dims,
+            region,
+            (4, 4),
+            Interpolation::Bilinear,
+            true,
+        );
         assert_eq!(u8s(&ours), &want[..], "index {index} scale {scale}");
     }
     // Crops of 8 to 20 pixels a side for an output of 4: reductions by 2 and by 4.
