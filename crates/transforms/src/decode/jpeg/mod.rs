@@ -38,19 +38,10 @@ fn has_end_marker(data: &[u8]) -> bool {
         let len = usize::from(u16::from_be_bytes([data[at + 2], data[at + 3]]));
         at += 2 + len;
     }
-    // Entropy-coded data escapes 0xff as 0xff 0x00, so 0xff 0xd9 there is the end marker.
+    // Entropy-coded data escapes 0xff as 0xff 0x00, so 0xff 0xd9 there is the end marker;
+    // searched from the end, where it usually is.
     data.get(at.min(data.len())..)
-        .is_some_and(|scan| scan.windows(2).any(|w| w == [0xff, 0xd9]))
-}
-
-/// The decoded image, reduced by the `denom` (1, 2, 4 or 8) that `pick(width, height)` chooses
-/// for the frame's size: libjpeg's DCT scaling, each side rounded up.
-pub(crate) fn decode(
-    data: &[u8],
-    limits: &DecodeLimits,
-    pick: &dyn Fn(usize, usize) -> usize,
-) -> Result<Raw, Error> {
-    decode_scaled(data, limits, pick)
+        .is_some_and(|scan| scan.windows(2).rev().any(|w| w == [0xff, 0xd9]))
 }
 
 /// The next marker at or after `at` and the position after it, passing over fill bytes and
@@ -105,7 +96,9 @@ impl Output {
     }
 }
 
-fn decode_scaled(
+/// The decoded image, reduced by the `denom` (1, 2, 4 or 8) that `pick(width, height)` chooses
+/// for the frame's size: libjpeg's DCT scaling, each side rounded up.
+pub(crate) fn decode(
     data: &[u8],
     limits: &DecodeLimits,
     pick: &dyn Fn(usize, usize) -> usize,
