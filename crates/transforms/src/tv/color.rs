@@ -46,12 +46,18 @@ pub fn grayscale(v: &mut [u8], c: usize) {
     }
 }
 
+/// Each value replaced by `f(value)`, computed once for each of the 256 values.
+fn map_values(v: &mut [u8], f: impl Fn(u8) -> u8) {
+    let table: [u8; 256] = std::array::from_fn(|i| f(i as u8));
+    for x in v {
+        *x = table[usize::from(*x)];
+    }
+}
+
 /// `F.adjust_brightness`.
 pub fn brightness(v: &mut [u8], factor: f64) {
     let f = factor as f32;
-    for x in v {
-        *x = to_u8(f32::from(*x) * f);
-    }
+    map_values(v, |x| to_u8(f32::from(x) * f));
 }
 
 /// `F.adjust_saturation`: blended with the floored grey of each pixel.
@@ -85,9 +91,7 @@ pub fn contrast(v: &mut [u8], c: usize, factor: f64) {
         // The sum of integer-valued floats is exact in float32 up to 2^24, whatever torch's order.
         let mean = sum as f32 / n as f32;
         let (r, m) = ratios(factor);
-        for x in v.iter_mut() {
-            *x = blend(*x, mean, r, m);
-        }
+        map_values(v, |x| blend(x, mean, r, m));
     });
 }
 
