@@ -28,21 +28,11 @@ import PIL
 from PIL import Image as PILImage
 
 sys.path.insert(0, str(Path(__file__).parent))
-from augment import photo
+from decode import jpegs
 
 from dataloader_rs import transforms as T
 
 SIZES = {"2 MP": (1224, 1632), "6 MP": (2000, 3000), "12 MP": (3000, 4000)}
-
-
-def jpegs(n: int, size: tuple[int, int], seed: int) -> list[bytes]:
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        buf = io.BytesIO()
-        PILImage.fromarray(photo(*size, rng), "RGB").save(buf, "JPEG", quality=90, subsampling="4:2:0")
-        out.append(buf.getvalue())
-    return out
 
 
 def best_rate(fn, blobs: list[bytes], repeat: int) -> float:

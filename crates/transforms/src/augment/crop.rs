@@ -155,16 +155,11 @@ impl Transform for RandomResizedCrop {
     }
 
     fn apply_reduced(&self, key: Key, item: Item, from: Reduced) -> Result<Item, Error> {
-        let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
-        let Some(s) = self
-            .shrink(key, from.full.0, from.full.1)
-            .filter(|_| (h, w) == from.size())
-        else {
-            return self.apply_keyed(
-                key,
-                Item::Image(Image::from_parts(h, w, c, Layout::Hwc, Pixels::U8(v))),
-            );
+        let fits = matches!(&item, Item::Image(im) if (im.height(), im.width()) == from.size());
+        let (Some(s), true) = (self.shrink(key, from.full.0, from.full.1), fits) else {
+            return self.apply_keyed(key, item);
         };
+        let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
         // The crop drawn for the full image, in the reduced one, to the fraction of a pixel.
         let out = resize_region_u8(
             &v,
@@ -174,13 +169,7 @@ impl Transform for RandomResizedCrop {
             self.interpolation,
             self.antialias,
         );
-        Ok(Item::Image(Image::from_parts(
-            self.size.height,
-            self.size.width,
-            c,
-            Layout::Hwc,
-            Pixels::U8(out),
-        )))
+        Ok(Item::Image(self.sized(c, out)))
     }
 }
 
@@ -203,13 +192,13 @@ impl RandomResizedCrop {
             self.interpolation,
             self.antialias,
         );
-        Image::from_parts(
-            self.size.height,
-            self.size.width,
-            c,
-            Layout::Hwc,
-            Pixels::U8(out),
-        )
+        self.sized(c, out)
+    }
+
+    /// An output-sized uint8 HWC image of `c` channels.
+    fn sized(&self, c: usize, out: Vec<u8>) -> Image {
+        let Size { height, width } = self.size;
+        Image::from_parts(height, width, c, Layout::Hwc, Pixels::U8(out))
     }
 }
 

@@ -233,12 +233,11 @@ pub(super) fn read_frame(body: &[u8], progressive: bool) -> Result<Frame, Error>
         ));
     }
     let n = usize::from(n);
-    if rest.len() < 3 * n || !matches!(n, 1 | 3 | 4) {
-        return Err(if rest.len() < 3 * n {
-            bad()
-        } else {
-            Error::unsupported(Format::Jpeg, format!("{n} components"))
-        });
+    if rest.len() < 3 * n {
+        return Err(bad());
+    }
+    if !matches!(n, 1 | 3 | 4) {
+        return Err(Error::unsupported(Format::Jpeg, format!("{n} components")));
     }
     let mut components = Vec::with_capacity(n);
     for c in rest[..3 * n].chunks_exact(3) {
@@ -313,16 +312,7 @@ pub(super) fn read_scan(body: &[u8], frame: &Frame) -> Result<Scan, Error> {
         u32::from(tail[2] >> 4),
         u32::from(tail[2] & 15),
     );
-    if frame.progressive {
-        let dc_scan = ss == 0;
-        if (dc_scan && se != 0)
-            || (!dc_scan && (se < ss || se > 63 || n != 1))
-            || (ah != 0 && al + 1 != ah)
-            || al > 13
-        {
-            return Err(bad("its spectral selection"));
-        }
-    } else if ss != 0 || se != 63 || ah != 0 || al != 0 {
+    if !frame.progressive {
         // libjpeg ignores these in a sequential scan; so do we.
         return Ok(Scan {
             components,
@@ -331,6 +321,14 @@ pub(super) fn read_scan(body: &[u8], frame: &Frame) -> Result<Scan, Error> {
             ah: 0,
             al: 0,
         });
+    }
+    let dc_scan = ss == 0;
+    if (dc_scan && se != 0)
+        || (!dc_scan && (se < ss || se > 63 || n != 1))
+        || (ah != 0 && al + 1 != ah)
+        || al > 13
+    {
+        return Err(bad("its spectral selection"));
     }
     Ok(Scan {
         components,

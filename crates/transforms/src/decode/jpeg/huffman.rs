@@ -105,17 +105,8 @@ impl Huffman {
     /// refill of the reader.
     #[inline(always)]
     pub(super) fn decode_value(&self, bits: &mut Bits<'_>) -> Result<(u8, i32), Error> {
-        // After `fill` 56 bits are there: at most 16 for the code, 15 for the value.
-        bits.fill();
-        let entry = self.fast[bits.peek(FAST_BITS) as usize];
-        let symbol = if entry != 0 {
-            bits.consume(u32::from(entry >> 8));
-            entry as u8
-        } else {
-            let (len, symbol) = self.decode_slow(bits.peek(16))?;
-            bits.consume(len);
-            symbol
-        };
+        // `decode` leaves at least 40 bits: enough for any value (at most 15 bits).
+        let symbol = self.decode(bits)?;
         Ok((symbol, bits.extend_filled(u32::from(symbol & 15))))
     }
 

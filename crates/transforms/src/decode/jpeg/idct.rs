@@ -157,12 +157,10 @@ pub(super) fn block_fn() -> BlockFn {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         return |s, coef, q, out, stride| {
-            if s == 8 && !dc_only_block(coef) {
+            block_with(s, coef, q, out, stride, |coef, q, out, stride| {
                 // SAFETY: the CPU was just found to have AVX2, all `idct8` enables.
                 unsafe { avx2::idct8(coef, q, out, stride) }
-            } else {
-                block(s, coef, q, out, stride)
-            }
+            })
         };
     }
     block
@@ -175,6 +173,19 @@ fn dc_only_block(coef: &[i16; 64]) -> bool {
 
 #[inline(always)]
 pub(super) fn block(s: usize, coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
+    block_with(s, coef, q, out, stride, idct8);
+}
+
+/// [`block`] with `eight` as the 8 × 8 transform.
+#[inline(always)]
+fn block_with(
+    s: usize,
+    coef: &[i16; 64],
+    q: &[u16; 64],
+    out: &mut [u8],
+    stride: usize,
+    eight: impl Fn(&[i16; 64], &[u16; 64], &mut [u8], usize),
+) {
     if s > 1 && dc_only_block(coef) {
         // Only DC: every transform gives a flat block of the value the 1 × 1 one gives.
         let v = dc_only(coef, q, s);
@@ -184,7 +195,7 @@ pub(super) fn block(s: usize, coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], s
         return;
     }
     match s {
-        8 => idct8(coef, q, out, stride),
+        8 => eight(coef, q, out, stride),
         4 => idct4(coef, q, out, stride),
         2 => idct2(coef, q, out, stride),
         _ => out[0] = dc_only(coef, q, 1),

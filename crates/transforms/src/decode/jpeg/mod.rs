@@ -65,8 +65,8 @@ fn next_marker(data: &[u8], mut at: usize) -> Option<(u8, usize)> {
 struct Output {
     /// Samples per block side: 8 at full scale, fewer when decoding reduced.
     size: usize,
-    /// Rows of `blocks_w * size` samples, allocated when the first block comes (a progressive
-    /// image's coefficients go first).
+    /// Rows of `blocks_w * size` samples, allocated just before they are written (a
+    /// progressive image's coefficients come first).
     plane: Vec<u8>,
     rows: usize,
     stride: usize,
@@ -89,7 +89,6 @@ impl Output {
     fn put(&mut self, bx: usize, by: usize, block: &Block) {
         let s = self.size;
         let at = by * s * self.stride + bx * s;
-        self.allocate();
         if let Some(q) = &self.quant {
             (self.idct)(s, block, q, &mut self.plane[at..], self.stride);
         }
@@ -199,6 +198,7 @@ pub(crate) fn decode(
                     && coefs.is_none();
                 if whole {
                     // The common case: one scan of everything, each block to its plane at once.
+                    outputs.iter_mut().for_each(Output::allocate);
                     entropy::sequential(f, &scan, &tables, &mut bits, |ci, bx, by, block| {
                         outputs[ci].put(bx, by, block)
                     })?;
@@ -232,11 +232,13 @@ pub(crate) fn decode(
         // Each component's coefficients freed once transformed: at most the coefficients and
         // one plane at a time.
         for ((c, out), blocks) in frame.components.iter().zip(&mut outputs).zip(store) {
+            out.allocate();
             for (i, block) in blocks.iter().enumerate() {
                 out.put(i % c.blocks_w, i / c.blocks_w, block);
             }
         }
     }
+    // A component no scan held stays zero.
     outputs.iter_mut().for_each(Output::allocate);
     let width = frame.width.div_ceil(denom);
     let height = frame.height.div_ceil(denom);
