@@ -26,8 +26,9 @@ enum Stage {
 pub struct Compose {
     transforms: Vec<Arc<dyn Transform>>,
     stages: Vec<Stage>,
-    /// `(decoder, resizer)` stage pairs: a `Decode` with [`Draft::Auto`] and the step that
-    /// resizes after it (past steps that keep the size), which sets its reduction.
+    /// `(decoder, resizer)` stage pairs: a `Decode` (without a fixed draft size) and the step
+    /// that resizes after it (past steps that keep the size), which names the part of the image
+    /// it reads and, with [`Draft::Auto`], sets the reduction.
     drafts: Vec<(usize, usize)>,
 }
 
@@ -65,7 +66,9 @@ impl Compose {
         let mut drafts = Vec::new();
         for (d, stage) in stages.iter().enumerate() {
             let Stage::One(_, t) = stage else { continue };
-            if t.as_decode().is_none_or(|d| d.draft() != Draft::Auto) {
+            if t.as_decode()
+                .is_none_or(|d| matches!(d.draft(), Draft::Size { .. }))
+            {
                 continue;
             }
             let next = stages[d + 1..].iter().position(|s| match s {
@@ -130,11 +133,17 @@ impl Transform for Compose {
                                 unreachable!("a resizing stage is one step")
                             };
                             let rkey = key.at(*ri);
-                            let pick =
-                                |h, w| resizer.shrink(rkey, h, w).map_or(1, |s| s.reduction());
-                            let (im, full, scale) = decode.decode_reduced(data, &pick)?;
-                            if scale > 1 {
-                                reduced = Some((r, Reduced { full, scale }));
+                            let auto = decode.draft() == Draft::Auto;
+                            let plan = |h, w| {
+                                let scale = match resizer.shrink(rkey, h, w) {
+                                    Some(s) if auto => s.reduction(),
+                                    _ => 1,
+                                };
+                                (scale, resizer.window(rkey, Reduced::whole((h, w), scale)))
+                            };
+                            let (im, from) = decode.decode_window(data, &plan)?;
+                            if !from.is_whole() {
+                                reduced = Some((r, from));
                             }
                             Item::Image(im)
                         }

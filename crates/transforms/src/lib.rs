@@ -94,4 +94,4 @@ pub use image::{Dtype, Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 pub use resize::{Interpolation, Resize, ResizeSize};
 pub use rng::{Key, Rng, philox4x64_10};
 pub use tensor::{Normalize, ToChw, ToFloat, ToHwc};
-pub use transform::{Params, Pointwise, RandomParams, Reduced, Shrink, Transform, Value};
+pub use transform::{Params, Pointwise, RandomParams, Rect, Reduced, Shrink, Transform, Value};

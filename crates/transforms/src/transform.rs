@@ -51,6 +51,13 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
         self.apply_keyed(key, item)
     }
 
+    /// For a step whose `shrink` is `Some`: the part of its input (the image `from` names,
+    /// reduced as it says) that `apply_reduced` reads, when that is less than all of it. A
+    /// JPEG before it in a [`crate::Compose`] is decoded only there, with the same values.
+    fn window(&self, _key: Key, _from: Reduced) -> Option<Rect> {
+        None
+    }
+
     /// Whether the step keeps an image's height and width (the colour conversions): a
     /// [`crate::Compose`] looks past it for the step that resizes.
     fn keeps_size(&self) -> bool {
@@ -63,23 +70,80 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// An image decoded reduced: its full size `(height, width)` and the factor (each side of the
-/// reduced image is the full one divided by it, rounded up).
+/// A rectangle of pixels: first row, first column, rows, columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rect {
+    /// First row.
+    pub top: usize,
+    /// First column.
+    pub left: usize,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+}
+
+impl Rect {
+    /// All of a `height × width` image.
+    pub fn whole((height, width): (usize, usize)) -> Rect {
+        Rect {
+            top: 0,
+            left: 0,
+            height,
+            width,
+        }
+    }
+
+    /// The part of `self` inside a `height × width` image, or `None` when nothing is.
+    pub fn within(&self, (height, width): (usize, usize)) -> Option<Rect> {
+        let (top, left) = (self.top.min(height), self.left.min(width));
+        let bottom = self.top.saturating_add(self.height).min(height);
+        let right = self.left.saturating_add(self.width).min(width);
+        (bottom > top && right > left).then_some(Rect {
+            top,
+            left,
+            height: bottom - top,
+            width: right - left,
+        })
+    }
+}
+
+/// An image decoded reduced, or only in part: the full size `(height, width)`, the factor
+/// (each side of the reduced image is the full one divided by it, rounded up) and the part of
+/// the reduced image decoded (all of it, unless a step's [`Transform::window`] named less).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reduced {
     /// The full size, `(height, width)`.
     pub full: (usize, usize),
     /// 1, 2, 4 or 8.
     pub scale: usize,
+    /// The pixels of the reduced image that the decoded one holds.
+    pub window: Rect,
 }
 
 impl Reduced {
+    /// The whole image of size `full`, reduced by `scale`.
+    pub fn whole(full: (usize, usize), scale: usize) -> Reduced {
+        let mut r = Reduced {
+            full,
+            scale,
+            window: Rect::whole((0, 0)),
+        };
+        r.window = Rect::whole(r.size());
+        r
+    }
+
     /// The reduced image's `(height, width)`.
     pub fn size(&self) -> (usize, usize) {
         (
             self.full.0.div_ceil(self.scale),
             self.full.1.div_ceil(self.scale),
         )
+    }
+
+    /// Whether it is all of the image at full size.
+    pub fn is_whole(&self) -> bool {
+        self.scale == 1 && self.window == Rect::whole(self.full)
     }
 }
 

@@ -4,10 +4,10 @@ use super::{check_range, unkeyed};
 use crate::color::u8_hwc;
 use crate::geometry::{Window, apply_window};
 use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
-use crate::tv::{Interpolation, resize_region_u8, resize_u8};
+use crate::tv::{Interpolation, region_reads, resize_u8, resize_window_u8};
 use crate::{
-    Error, Fill, Key, PaddingMode, Params, RandomParams, Reduced, Rng, Shrink, Size, Transform,
-    Value,
+    Error, Fill, Key, PaddingMode, Params, RandomParams, Rect, Reduced, Rng, Shrink, Size,
+    Transform, Value,
 };
 
 /// A drawn crop: rows `top..top + height`, columns `left..left + width`.
@@ -155,21 +155,53 @@ impl Transform for RandomResizedCrop {
     }
 
     fn apply_reduced(&self, key: Key, item: Item, from: Reduced) -> Result<Item, Error> {
-        let fits = matches!(&item, Item::Image(im) if (im.height(), im.width()) == from.size());
+        let w = from.window;
+        let fits =
+            matches!(&item, Item::Image(im) if (im.height(), im.width()) == (w.height, w.width));
         let (Some(s), true) = (self.shrink(key, from.full.0, from.full.1), fits) else {
             return self.apply_keyed(key, item);
         };
-        let (h, w, c, v) = u8_hwc("RandomResizedCrop", item)?;
+        let (_, _, c, v) = u8_hwc("RandomResizedCrop", item)?;
+        if from.scale == 1 {
+            // The crop, from the part of the image decoded.
+            let region = (s.top - w.top, s.left - w.left, s.height, s.width);
+            return Ok(Item::Image(self.crop_resize(
+                &v,
+                (w.height, w.width, c),
+                region,
+            )));
+        }
         // The crop drawn for the full image, in the reduced one, to the fraction of a pixel.
-        let out = resize_region_u8(
+        let (rh, rw) = from.size();
+        let out = resize_window_u8(
             &v,
-            (h, w, c),
+            (rh, rw, c),
+            w,
             s.scaled(from),
             (self.size.height, self.size.width),
             self.interpolation,
             self.antialias,
         );
         Ok(Item::Image(self.sized(c, out)))
+    }
+
+    fn window(&self, key: Key, from: Reduced) -> Option<Rect> {
+        let s = self.shrink(key, from.full.0, from.full.1)?;
+        if from.scale == 1 {
+            return Some(Rect {
+                top: s.top,
+                left: s.left,
+                height: s.height,
+                width: s.width,
+            });
+        }
+        Some(region_reads(
+            from.size(),
+            s.scaled(from),
+            (self.size.height, self.size.width),
+            self.interpolation,
+            self.antialias,
+        ))
     }
 }
 

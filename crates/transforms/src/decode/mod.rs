@@ -7,7 +7,7 @@ mod tiff;
 mod webp;
 
 use crate::image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels, check_alloc};
-use crate::{Error, Format, Transform};
+use crate::{Error, Format, Rect, Reduced, Transform};
 
 /// Decode's limits, checked from the image's header before any pixel is decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,22 +164,40 @@ impl Decode {
         data: &[u8],
         pick: &dyn Fn(usize, usize) -> usize,
     ) -> Result<(Image, (usize, usize), usize), Error> {
+        let (im, from) = self.decode_window(data, &|h, w| (pick(h, w), None))?;
+        Ok((im, from.full, from.scale))
+    }
+
+    /// Decodes `data`, a JPEG reduced by the factor (1, 2, 4 or 8) that `plan(height, width)`
+    /// chooses for its size, and only in the window of the reduced image it names, when it names
+    /// one: every pixel as in the whole image. Other formats whole, at full size. Returns the
+    /// image and what of the full one it is.
+    ///
+    /// The entropy-coded data below the window is not read: damage there goes unnoticed.
+    pub fn decode_window(
+        &self,
+        data: &[u8],
+        plan: &dyn Fn(usize, usize) -> (usize, Option<Rect>),
+    ) -> Result<(Image, Reduced), Error> {
         if sniff_format(data) != Some(Format::Jpeg) {
             let im = self.decode(data)?;
-            let full = (im.height(), im.width());
-            return Ok((im, full, 1));
+            let from = Reduced::whole((im.height(), im.width()), 1);
+            return Ok((im, from));
         }
-        let chosen = std::cell::Cell::new((0, 0, 1));
-        let raw = jpeg::decode(data, &self.limits, &|w, h| {
-            let d = match pick(h, w) {
-                d @ (2 | 4 | 8) => d,
-                _ => 1,
-            };
-            chosen.set((h, w, d));
-            d
+        let chosen = std::cell::Cell::new(((0, 0), 1));
+        let (raw, window) = jpeg::decode(data, &self.limits, &|w, h| {
+            let (scale, window) = plan(h, w);
+            let scale = if matches!(scale, 2 | 4 | 8) { scale } else { 1 };
+            chosen.set(((h, w), scale));
+            (scale, window)
         })?;
-        let (h, w, d) = chosen.get();
-        Ok((raw.into_image()?, (h, w), d))
+        let (full, scale) = chosen.get();
+        let from = Reduced {
+            full,
+            scale,
+            window,
+        };
+        Ok((raw.into_image()?, from))
     }
 
     /// The limits every image is checked against.
@@ -201,10 +219,13 @@ impl Decode {
     pub fn decode_as(&self, format: Format, data: &[u8]) -> Result<Image, Error> {
         let raw = match format {
             Format::Png => png::decode(data, &self.limits)?,
-            Format::Jpeg => jpeg::decode(data, &self.limits, &|w, h| match self.draft {
-                Draft::Size { width, height } => reduction(w, h, width, height),
-                Draft::Off | Draft::Auto => 1,
-            })?,
+            Format::Jpeg => {
+                let scale = |w, h| match self.draft {
+                    Draft::Size { width, height } => reduction(w, h, width, height),
+                    Draft::Off | Draft::Auto => 1,
+                };
+                jpeg::decode(data, &self.limits, &|w, h| (scale(w, h), None))?.0
+            }
             Format::WebP => webp::decode(data, &self.limits)?,
             Format::Tiff => tiff::decode(data, &self.limits)?,
             Format::Bmp => bmp::decode(data, &self.limits)?,

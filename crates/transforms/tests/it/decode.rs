@@ -330,10 +330,7 @@ fn auto_draft_keeps_the_random_crop() {
             .decode_reduced(&data, &|_, _| scale)
             .unwrap();
         assert_eq!(used, scale);
-        let region = shrink.scaled(dlrs_transforms::Reduced {
-            full: (24, 20),
-            scale,
-        });
+        let region = shrink.scaled(dlrs_transforms::Reduced::whole((24, 20), scale));
         let s = scale as f64;
         assert_eq!(
             region,
@@ -357,4 +354,192 @@ fn auto_draft_keeps_the_random_crop() {
     }
     // Crops of 8 to 20 pixels a side for an output of 4: reductions by 2 and by 4.
     assert_eq!(scales.into_iter().collect::<Vec<_>>(), [2, 4]);
+}
+
+/// The JPEGs decoded in part: 4:2:0 with restart markers, 4:2:2 progressive, 4:4:4, grey
+/// progressive, CMYK (Pillow 13, odd sizes).
+const WINDOWED: [&str; 5] = [
+    "window420r.jpg",
+    "window422p.jpg",
+    "window444.jpg",
+    "windowgray.jpg",
+    "windowcmyk.jpg",
+];
+
+/// A few windows of an `h × w` image: corners, edges, single pixels, the whole, and some
+/// drawn at random (some reaching past the image, which clips them).
+fn windows(h: usize, w: usize, seed: u64) -> Vec<dlrs_transforms::Rect> {
+    use dlrs_transforms::Rect;
+    let mut x = seed | 1;
+    let mut next = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let mut out = vec![
+        Rect::whole((h, w)),
+        Rect {
+            top: 0,
+            left: 0,
+            height: 1,
+            width: 1,
+        },
+        Rect {
+            top: h - 1,
+            left: w - 1,
+            height: 1,
+            width: 1,
+        },
+        Rect {
+            top: h / 2,
+            left: 0,
+            height: h,
+            width: w / 3 + 1,
+        },
+        Rect {
+            top: 0,
+            left: w / 2,
+            height: h / 3 + 1,
+            width: w,
+        },
+    ];
+    for _ in 0..24 {
+        let (top, left) = (next(h), next(w));
+        out.push(Rect {
+            top,
+            left,
+            height: 1 + next(h),
+            width: 1 + next(w),
+        });
+    }
+    out
+}
+
+/// Decoding a window gives that window of the whole image, at every reduction, bit for bit:
+/// the upsampling filters read the MCUs around it, scans stop below it.
+#[test]
+fn a_window_is_that_part_of_the_whole_image() {
+    use dlrs_transforms::Decode;
+    let decode = Decode::default();
+    for name in WINDOWED {
+        let data = fixture(name);
+        for scale in [1, 2, 4, 8] {
+            let (whole, from) = decode.decode_window(&data, &|_, _| (scale, None)).unwrap();
+            assert_eq!(
+                (from.scale, from.window),
+                (scale, dlrs_transforms::Rect::whole(from.size()))
+            );
+            let (h, w) = from.size();
+            let c = whole.channels();
+            for want in windows(h, w, scale as u64 + name.len() as u64) {
+                let (part, got) = decode
+                    .decode_window(&data, &|_, _| (scale, Some(want)))
+                    .unwrap();
+                let r = want.within((h, w)).unwrap();
+                assert_eq!(got.window, r, "{name} 1/{scale} {want:?}");
+                let mut crop = Vec::new();
+                for y in r.top..r.top + r.height {
+                    crop.extend_from_slice(&u8s(&whole)[(y * w + r.left) * c..][..r.width * c]);
+                }
+                assert_eq!((part.height(), part.width()), (r.height, r.width));
+                assert_eq!(u8s(&part), &crop[..], "{name} 1/{scale} {want:?}");
+            }
+        }
+    }
+}
+
+/// A `RandomResizedCrop` after `Decode` in a `Compose` has only its crop decoded: the same
+/// output as the whole image cropped, at full size and (`Draft::Auto`) reduced.
+#[test]
+fn random_crops_decode_only_their_window() {
+    use std::sync::Arc;
+
+    use dlrs_transforms::tv::{Interpolation, resize_region_u8};
+    use dlrs_transforms::{
+        Compose, Decode, Item, Key, RandomResizedCrop, Reduced, Size, ToRgb, Transform,
+    };
+    let image = |item: Item| match item {
+        Item::Image(im) => im,
+        _ => panic!("not an image"),
+    };
+    for (k, interp) in [
+        Interpolation::Bilinear,
+        Interpolation::Bicubic,
+        Interpolation::Nearest,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let rrc = RandomResizedCrop::new(
+            Size::square(24),
+            (0.08, 1.0),
+            (0.75, 4.0 / 3.0),
+            interp,
+            k != 1,
+        )
+        .unwrap();
+        for draft in [false, true] {
+            let decode = if draft {
+                Decode::default().with_auto_draft()
+            } else {
+                Decode::default()
+            };
+            let chain = Compose::new(vec![
+                Arc::new(decode),
+                Arc::new(ToRgb),
+                Arc::new(rrc.clone()),
+            ]);
+            let mut scales = std::collections::BTreeSet::new();
+            for name in WINDOWED {
+                let data = fixture(name);
+                let full = Decode::default().decode(&data).unwrap();
+                let (h, w) = (full.height(), full.width());
+                let full = image(ToRgb.apply(0, Item::Image(full)).unwrap());
+                for index in 0..12 {
+                    let key = Key::new(3, 2, index);
+                    let ours = image(
+                        chain
+                            .apply_keyed(key, Item::Bytes(data.clone().into()))
+                            .unwrap(),
+                    );
+                    let shrink = rrc.shrink(key.at(2), h, w).unwrap();
+                    let scale = if draft { shrink.reduction() } else { 1 };
+                    scales.insert(scale);
+                    let want = if scale == 1 {
+                        image(
+                            rrc.apply_keyed(key.at(2), Item::Image(full.clone()))
+                                .unwrap(),
+                        )
+                    } else {
+                        // The whole reduced image, the crop scaled into it.
+                        let (small, _, _) = Decode::default()
+                            .decode_reduced(&data, &|_, _| scale)
+                            .unwrap();
+                        let small = image(ToRgb.apply(0, Item::Image(small)).unwrap());
+                        let region = shrink.scaled(Reduced::whole((h, w), scale));
+                        let dims = (small.height(), small.width(), 3);
+                        let v =
+                            resize_region_u8(u8s(&small), dims, region, (24, 24), interp, k != 1);
+                        dlrs_transforms::Image::new(
+                            24,
+                            24,
+                            3,
+                            dlrs_transforms::Layout::Hwc,
+                            dlrs_transforms::Pixels::U8(v),
+                        )
+                        .unwrap()
+                    };
+                    assert_eq!(
+                        u8s(&ours),
+                        u8s(&want),
+                        "{name} {interp:?} index {index} 1/{scale}"
+                    );
+                }
+            }
+            if draft {
+                assert!(scales.len() >= 2, "{scales:?}");
+            }
+        }
+    }
 }

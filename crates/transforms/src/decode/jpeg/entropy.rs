@@ -28,12 +28,14 @@ struct State {
 }
 
 /// Calls `f(bits, state, slot, bx, by)` for each block of the scan in its order, `slot`
-/// indexing the scan's components, resetting `state` at each restart marker.
+/// indexing the scan's components, resetting `state` at each restart marker; the blocks of the
+/// first `rows` rows of MCUs only.
 #[inline(always)]
 fn walk<'a>(
     frame: &Frame,
     scan: &Scan,
     restart_interval: usize,
+    rows: usize,
     bits: &mut Bits<'a>,
     mut f: impl FnMut(&mut Bits<'a>, &mut State, usize, usize, usize) -> Result<(), Error>,
 ) -> Result<(), Error> {
@@ -55,14 +57,14 @@ fn walk<'a>(
         // One component: its blocks in raster order, each a unit.
         let c = &frame.components[ci];
         let (w, h) = frame.samples(c);
-        for by in 0..h.div_ceil(8) {
+        for by in 0..h.div_ceil(8).min(rows * c.v) {
             for bx in 0..w.div_ceil(8) {
                 next_unit(bits, &mut state);
                 f(bits, &mut state, 0, bx, by)?;
             }
         }
     } else {
-        for my in 0..frame.mcus_y {
+        for my in 0..frame.mcus_y.min(rows) {
             for mx in 0..frame.mcus_x {
                 next_unit(bits, &mut state);
                 for (slot, &(ci, _, _)) in scan.components.iter().enumerate() {
@@ -79,12 +81,14 @@ fn walk<'a>(
     Ok(())
 }
 
-/// A sequential scan: `sink(component, bx, by, block)` for each decoded block.
+/// A sequential scan, its first `rows` rows of MCUs: `sink(component, bx, by, block)` for each
+/// decoded block.
 pub(super) fn sequential<'a>(
     frame: &Frame,
     scan: &Scan,
     tables: &Tables,
     bits: &mut Bits<'a>,
+    rows: usize,
     mut sink: impl FnMut(usize, usize, usize, &Block),
 ) -> Result<(), Error> {
     let mut codes = Vec::with_capacity(scan.components.len());
@@ -95,6 +99,7 @@ pub(super) fn sequential<'a>(
         frame,
         scan,
         tables.restart_interval,
+        rows,
         bits,
         |outer, state, slot, bx, by| {
             let (dc, ac) = codes[slot];
@@ -133,12 +138,14 @@ pub(super) fn sequential<'a>(
     )
 }
 
-/// One progressive scan, refining `coefs[component]` (blocks in rows of `blocks_w`).
+/// One progressive scan, its first `rows` rows of MCUs, refining `coefs[component]` (blocks in
+/// rows of `blocks_w`).
 pub(super) fn progressive<'a>(
     frame: &Frame,
     scan: &Scan,
     tables: &Tables,
     bits: &mut Bits<'a>,
+    rows: usize,
     coefs: &mut [Vec<Block>],
 ) -> Result<(), Error> {
     let (ss, se, ah, al) = (scan.ss, scan.se, scan.ah, scan.al);
@@ -157,6 +164,7 @@ pub(super) fn progressive<'a>(
         frame,
         scan,
         tables.restart_interval,
+        rows,
         bits,
         |bits, state, slot, bx, by| {
             let ci = scan.components[slot].0;

@@ -15,7 +15,7 @@ use self::header::{ColorModel, Frame, Tables};
 use self::huffman::Bits;
 use self::upsample::{Plane, Upsampler};
 use super::{DecodeLimits, Raw, cmyk_row_to_rgb};
-use crate::{Error, Format};
+use crate::{Error, Format, Rect};
 
 /// Whether an end-of-image marker follows the first scan. A file cut inside its scans would
 /// decode with the rest grey; Pillow refuses it as truncated, and so do we, before allocating.
@@ -61,18 +61,26 @@ fn next_marker(data: &[u8], mut at: usize) -> Option<(u8, usize)> {
     }
 }
 
-/// Where a component's samples go: its inverse DCT size and its plane.
+/// Where a component's samples go: its inverse DCT size and its plane, which holds the blocks
+/// of the decoded MCUs only.
 struct Output {
     /// Samples per block side: 8 at full scale, fewer when decoding reduced.
     size: usize,
-    /// Rows of `blocks_w * size` samples, allocated just before they are written (a
-    /// progressive image's coefficients come first).
+    /// Rows of `stride` samples, allocated just before they are written (a progressive
+    /// image's coefficients come first).
     plane: Vec<u8>,
     rows: usize,
     stride: usize,
-    /// The component's size in samples (libjpeg's `downsampled_width` and `_height`).
+    /// The first block column and row held, and how many of each.
+    bx: usize,
+    by: usize,
+    bw: usize,
+    bh: usize,
+    /// The samples held across and down (libjpeg's `downsampled_width` and `_height`, less
+    /// what lies outside the decoded MCUs), and the component's whole width.
     width: usize,
     height: usize,
+    full_width: usize,
     /// Its quantisation table, as it stood at the component's first scan.
     quant: Option<[u16; 64]>,
     idct: idct::BlockFn,
@@ -87,22 +95,61 @@ impl Output {
 
     #[inline(always)]
     fn put(&mut self, bx: usize, by: usize, block: &Block) {
+        // Blocks outside the decoded MCUs wrap to large values and are passed over.
+        let (x, y) = (bx.wrapping_sub(self.bx), by.wrapping_sub(self.by));
+        if x >= self.bw || y >= self.bh {
+            return;
+        }
         let s = self.size;
-        let at = by * s * self.stride + bx * s;
+        let at = y * s * self.stride + x * s;
         if let Some(q) = &self.quant {
             (self.idct)(s, block, q, &mut self.plane[at..], self.stride);
         }
     }
 }
 
-/// The decoded image, reduced by the `denom` (1, 2, 4 or 8) that `pick(width, height)` chooses
-/// for the frame's size: libjpeg's DCT scaling, each side rounded up.
+/// The MCUs decoded, columns `x` and rows `y`: those under the window, and one more on each
+/// side where the upsampling filters read. Scans stop after the last row.
+struct Grid {
+    x: std::ops::Range<usize>,
+    y: std::ops::Range<usize>,
+    /// An MCU's size in samples of the reduced image, across and down.
+    mcu: (usize, usize),
+}
+
+impl Grid {
+    fn new(f: &Frame, denom: usize, w: Rect) -> Grid {
+        let mcu = (f.max_h * (8 / denom), f.max_v * (8 / denom));
+        let span = |from: usize, len: usize, side: usize, count: usize| {
+            (from / side).saturating_sub(1)..((from + len).div_ceil(side) + 1).min(count)
+        };
+        Grid {
+            x: span(w.left, w.width, mcu.0, f.mcus_x),
+            y: span(w.top, w.height, mcu.1, f.mcus_y),
+            mcu,
+        }
+    }
+}
+
+/// The decoded image, reduced by the factor (1, 2, 4 or 8) that `plan(width, height)` chooses
+/// for the frame's size (libjpeg's DCT scaling, each side rounded up), and of that only the
+/// window it names, when it names one: every sample as in the whole image. Returns the window
+/// decoded (the whole reduced image without one).
+///
+/// With a window, the entropy-coded data after its last row is not read: damage there goes
+/// unnoticed.
 pub(crate) fn decode(
     data: &[u8],
     limits: &DecodeLimits,
-    pick: &dyn Fn(usize, usize) -> usize,
-) -> Result<Raw, Error> {
+    plan: &dyn Fn(usize, usize) -> (usize, Option<Rect>),
+) -> Result<(Raw, Rect), Error> {
     let mut denom = 1;
+    let mut window = Rect::whole((0, 0));
+    let mut grid = Grid {
+        x: 0..0,
+        y: 0..0,
+        mcu: (1, 1),
+    };
     if !data.starts_with(&[0xff, 0xd8]) {
         return Err(Error::corrupt(Format::Jpeg, "no start-of-image marker"));
     }
@@ -148,11 +195,17 @@ pub(crate) fn decode(
                         "no end-of-image marker after the scan data",
                     ));
                 }
-                denom = match pick(f.width, f.height) {
+                let (scale, want) = plan(f.width, f.height);
+                denom = match scale {
                     d @ (1 | 2 | 4 | 8) => d,
                     _ => 1,
                 };
-                outputs = outputs_for(&f, denom);
+                let size = (f.height.div_ceil(denom), f.width.div_ceil(denom));
+                window = want
+                    .and_then(|w| w.within(size))
+                    .unwrap_or(Rect::whole(size));
+                grid = Grid::new(&f, denom, window);
+                outputs = outputs_for(&f, denom, &grid);
                 frame = Some(f);
             }
             0xc3 | 0xc5..=0xc7 | 0xc9..=0xcb | 0xcd..=0xcf => {
@@ -193,15 +246,21 @@ pub(crate) fn decode(
                     }
                 }
                 let mut bits = Bits::new(data, at);
+                let rows = grid.y.end;
                 let whole = !f.progressive
                     && scan.components.len() == f.components.len()
                     && coefs.is_none();
                 if whole {
                     // The common case: one scan of everything, each block to its plane at once.
                     outputs.iter_mut().for_each(Output::allocate);
-                    entropy::sequential(f, &scan, &tables, &mut bits, |ci, bx, by, block| {
-                        outputs[ci].put(bx, by, block)
-                    })?;
+                    entropy::sequential(
+                        f,
+                        &scan,
+                        &tables,
+                        &mut bits,
+                        rows,
+                        |ci, bx, by, block| outputs[ci].put(bx, by, block),
+                    )?;
                 } else {
                     let store = coefs.get_or_insert_with(|| {
                         f.components
@@ -210,11 +269,18 @@ pub(crate) fn decode(
                             .collect()
                     });
                     if f.progressive {
-                        entropy::progressive(f, &scan, &tables, &mut bits, store)?;
+                        entropy::progressive(f, &scan, &tables, &mut bits, rows, store)?;
                     } else {
-                        entropy::sequential(f, &scan, &tables, &mut bits, |ci, bx, by, block| {
-                            store[ci][by * f.components[ci].blocks_w + bx] = *block;
-                        })?;
+                        entropy::sequential(
+                            f,
+                            &scan,
+                            &tables,
+                            &mut bits,
+                            rows,
+                            |ci, bx, by, block| {
+                                store[ci][by * f.components[ci].blocks_w + bx] = *block;
+                            },
+                        )?;
                     }
                 }
                 at = bits.end();
@@ -241,8 +307,10 @@ pub(crate) fn decode(
     // A component no scan held stays zero.
     outputs.iter_mut().for_each(Output::allocate);
     let width = frame.width.div_ceil(denom);
-    let height = frame.height.div_ceil(denom);
     let channels = if frame.components.len() == 1 { 1 } else { 3 };
+    // Where the decoded MCUs start in the reduced image, and how much of it they cover across.
+    let (x0, y0) = (grid.x.start * grid.mcu.0, grid.y.start * grid.mcu.1);
+    let across = (grid.x.end * grid.mcu.0).min(width) - x0;
     // The densest component sets the image's size; the others are upsampled to it.
     let mut ups = Vec::with_capacity(outputs.len());
     let min_size = 8 / denom;
@@ -269,21 +337,30 @@ pub(crate) fn decode(
             ));
         }
         // At 1/8 scale libjpeg has no context rows, so it replicates instead of filtering.
-        ups.push(Upsampler::new(plane, fx, fy, width, min_size > 1)?);
+        ups.push(Upsampler::new(
+            plane,
+            (fx, fy),
+            across,
+            out.full_width,
+            min_size > 1,
+        )?);
     }
-    let mut out = vec![0u8; width * height * channels];
-    convert_fast(model, &mut ups, &mut out, width * channels);
-    Ok(Raw {
-        width,
-        height,
+    let mut out = vec![0u8; window.width * window.height * channels];
+    let at = (window.top - y0, window.left - x0);
+    convert_fast(model, &mut ups, &mut out, window.width * channels, at);
+    let raw = Raw {
+        width: window.width,
+        height: window.height,
         channels,
         data: out,
-    })
+    };
+    Ok((raw, window))
 }
 
-/// Each component's inverse DCT size at 1/`denom` scale and its plane. As libjpeg does, a
-/// subsampled component is decoded larger where that spares upsampling it.
-fn outputs_for(f: &Frame, denom: usize) -> Vec<Output> {
+/// Each component's inverse DCT size at 1/`denom` scale and its plane for the MCUs of
+/// `grid`. As libjpeg does, a subsampled component is decoded larger where that spares
+/// upsampling it.
+fn outputs_for(f: &Frame, denom: usize, grid: &Grid) -> Vec<Output> {
     let min = 8 / denom;
     let idct = idct::block_fn();
     f.components
@@ -296,14 +373,22 @@ fn outputs_for(f: &Frame, denom: usize) -> Vec<Output> {
             {
                 size *= 2;
             }
-            let stride = c.blocks_w * size;
+            let (bx, by) = (grid.x.start * c.h, grid.y.start * c.v);
+            let (bw, bh) = (grid.x.len() * c.h, grid.y.len() * c.v);
+            let full_width = (f.width * c.h * size).div_ceil(f.max_h * 8);
+            let full_height = (f.height * c.v * size).div_ceil(f.max_v * 8);
             Output {
                 size,
                 plane: Vec::new(),
-                rows: c.blocks_h * size,
-                stride,
-                width: (f.width * c.h * size).div_ceil(f.max_h * 8),
-                height: (f.height * c.v * size).div_ceil(f.max_v * 8),
+                rows: bh * size,
+                stride: bw * size,
+                bx,
+                by,
+                bw,
+                bh,
+                width: full_width.min((bx + bw) * size) - bx * size,
+                height: full_height.min((by + bh) * size) - by * size,
+                full_width,
                 quant: None,
                 idct,
             }
@@ -311,32 +396,56 @@ fn outputs_for(f: &Frame, denom: usize) -> Vec<Output> {
         .collect()
 }
 
-/// The image's rows (`row_bytes` each) from its components: copied, colour converted, or
-/// CMYK converted to RGB.
+/// The image's rows (`row_bytes` each) from its components, from row `y0` and column `x0` of
+/// the upsampled planes on: copied, colour converted, or CMYK converted to RGB.
 #[inline(always)]
-fn convert(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
+fn convert(
+    input: ColorModel,
+    ups: &mut [Upsampler<'_>],
+    out: &mut [u8],
+    row_bytes: usize,
+    (y0, x0): (usize, usize),
+) {
+    let n = row_bytes
+        / if matches!(input, ColorModel::Gray) {
+            1
+        } else {
+            3
+        };
     let rows = out.chunks_exact_mut(row_bytes);
+    let at = |y: usize| (y0 + y, x0..x0 + n);
     match (input, &mut ups[..]) {
         (ColorModel::Gray, [l]) => {
             for (y, o) in rows.enumerate() {
-                o.copy_from_slice(l.row(y));
+                let (y, xs) = at(y);
+                o.copy_from_slice(&l.row(y)[xs]);
             }
         }
         (ColorModel::YCbCr, [l, cb, cr]) => {
             let mut planes = vec![0u8; row_bytes];
             for (y, o) in rows.enumerate() {
-                ycc::row_to_rgb(l.row(y), cb.row(y), cr.row(y), &mut planes, o);
+                let (y, xs) = at(y);
+                let (l, cb, cr) = (
+                    &l.row(y)[xs.clone()],
+                    &cb.row(y)[xs.clone()],
+                    &cr.row(y)[xs],
+                );
+                ycc::row_to_rgb(l, cb, cr, &mut planes, o);
             }
         }
         (ColorModel::Rgb, [r, g, b]) => {
             for (y, o) in rows.enumerate() {
-                ycc::interleave(r.row(y), g.row(y), b.row(y), o);
+                let (y, xs) = at(y);
+                let (r, g, b) = (&r.row(y)[xs.clone()], &g.row(y)[xs.clone()], &b.row(y)[xs]);
+                ycc::interleave(r, g, b, o);
             }
         }
         (ColorModel::Cmyk, [c, m, ye, k]) => {
             let mut cmyk = vec![0u8; row_bytes / 3 * 4];
             for (y, o) in rows.enumerate() {
-                let (c, m, ye, k) = (c.row(y), m.row(y), ye.row(y), k.row(y));
+                let (y, xs) = at(y);
+                let (c, m) = (&c.row(y)[xs.clone()], &m.row(y)[xs.clone()]);
+                let (ye, k) = (&ye.row(y)[xs.clone()], &k.row(y)[xs]);
                 for (i, px) in cmyk.chunks_exact_mut(4).enumerate() {
                     // Pillow reads 4 components as inverted (Adobe) CMYK.
                     px.copy_from_slice(&[255 - c[i], 255 - m[i], 255 - ye[i], 255 - k[i]]);
@@ -347,7 +456,9 @@ fn convert(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_byt
         (ColorModel::Ycck, [l, cb, cr, k]) => {
             let mut cmyk = vec![0u8; row_bytes / 3 * 4];
             for (y, o) in rows.enumerate() {
-                let (l, cb, cr, k) = (l.row(y), cb.row(y), cr.row(y), k.row(y));
+                let (y, xs) = at(y);
+                let (l, cb) = (&l.row(y)[xs.clone()], &cb.row(y)[xs.clone()]);
+                let (cr, k) = (&cr.row(y)[xs.clone()], &k.row(y)[xs]);
                 for (i, px) in cmyk.chunks_exact_mut(4).enumerate() {
                     // libjpeg makes CMYK of 255 - R, G, B; Pillow inverts it back.
                     let [r, g, b] = ycc::pixel(l[i], cb[i], cr[i]);
@@ -362,19 +473,31 @@ fn convert(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_byt
 
 /// [`convert`] compiled for AVX2 when the CPU has it (the build targets any x86-64), so that
 /// its per-sample loops vectorize twice as wide. The values are the same either way.
-fn convert_fast(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
+fn convert_fast(
+    input: ColorModel,
+    ups: &mut [Upsampler<'_>],
+    out: &mut [u8],
+    row_bytes: usize,
+    at: (usize, usize),
+) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2(input: ColorModel, ups: &mut [Upsampler<'_>], out: &mut [u8], row_bytes: usize) {
-            convert(input, ups, out, row_bytes);
+        fn avx2(
+            input: ColorModel,
+            ups: &mut [Upsampler<'_>],
+            out: &mut [u8],
+            row_bytes: usize,
+            at: (usize, usize),
+        ) {
+            convert(input, ups, out, row_bytes, at);
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: `avx2` only enables instructions the CPU was just found to have.
-            return unsafe { avx2(input, ups, out, row_bytes) };
+            return unsafe { avx2(input, ups, out, row_bytes, at) };
         }
     }
-    convert(input, ups, out, row_bytes);
+    convert(input, ups, out, row_bytes, at);
 }
 
 #[cfg(test)]

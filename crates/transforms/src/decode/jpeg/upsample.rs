@@ -47,17 +47,19 @@ pub(super) struct Upsampler<'a> {
 
 impl<'a> Upsampler<'a> {
     /// A component sampled `fx` times less often across than the densest one, `fy` times less
-    /// down, for an image `width` samples wide.
+    /// down, for an image `width` samples wide. `plane` may be part of a component `full_width`
+    /// samples wide: its edges are then filtered as the image's, and only the samples one away
+    /// from them on are the image's.
     /// `filter` false: replication only (libjpeg at 1/8 scale, where it has no context rows).
     pub(super) fn new(
         plane: Plane<'a>,
-        fx: usize,
-        fy: usize,
+        (fx, fy): (usize, usize),
         width: usize,
+        full_width: usize,
         filter: bool,
     ) -> Result<Self, Error> {
         // libjpeg filters only a component more than 2 samples wide; a narrower one repeats.
-        let fancy = filter && plane.width > 2;
+        let fancy = filter && full_width > 2 && plane.width >= 2;
         let method = match (fx, fy) {
             (1, 1) => Method::Full,
             (2, 1) if fancy => Method::Fancy2x1,
@@ -174,7 +176,7 @@ mod tests {
         out_w: usize,
         out_h: usize,
     ) -> Vec<Vec<u8>> {
-        let mut up = Upsampler::new(plane(data, w, h), fx, fy, out_w, true).unwrap();
+        let mut up = Upsampler::new(plane(data, w, h), (fx, fy), out_w, w, true).unwrap();
         (0..out_h).map(|y| up.row(y).to_vec()).collect()
     }
 
