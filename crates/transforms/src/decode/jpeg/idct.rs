@@ -151,15 +151,21 @@ fn sample(v: i32) -> u8 {
 /// Writes an `s × s` block (`s` of 8, 4, 2 or 1) of samples from one block of coefficients.
 pub(super) type BlockFn = fn(usize, &[i16; 64], &[u16; 64], &mut [u8], usize);
 
-/// [`block`], with the 8 × 8 transform in AVX2 when the CPU has it (the build targets any
+/// [`block`], with the transforms in AVX2 when the CPU has it (the build targets any
 /// x86-64). The values are the same either way.
 pub(super) fn block_fn() -> BlockFn {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         return |s, coef, q, out, stride| {
-            block_with(s, coef, q, out, stride, |coef, q, out, stride| {
-                // SAFETY: the CPU was just found to have AVX2, all `idct8` enables.
-                unsafe { avx2::idct8(coef, q, out, stride) }
+            block_with(s, coef, q, out, stride, |s, coef, q, out, stride| {
+                // SAFETY: the CPU was just found to have AVX2, all these enable.
+                unsafe {
+                    match s {
+                        8 => avx2::idct8(coef, q, out, stride),
+                        4 => avx2::idct4(coef, q, out, stride),
+                        _ => avx2::idct2(coef, q, out, stride),
+                    }
+                }
             })
         };
     }
@@ -173,10 +179,14 @@ fn dc_only_block(coef: &[i16; 64]) -> bool {
 
 #[inline(always)]
 pub(super) fn block(s: usize, coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
-    block_with(s, coef, q, out, stride, idct8);
+    block_with(s, coef, q, out, stride, |s, coef, q, out, stride| match s {
+        8 => idct8(coef, q, out, stride),
+        4 => idct4(coef, q, out, stride),
+        _ => idct2(coef, q, out, stride),
+    });
 }
 
-/// [`block`] with `eight` as the 8 × 8 transform.
+/// [`block`] with `idct(s, ...)` as the 8 × 8, 4 × 4 and 2 × 2 transforms.
 #[inline(always)]
 fn block_with(
     s: usize,
@@ -184,7 +194,7 @@ fn block_with(
     q: &[u16; 64],
     out: &mut [u8],
     stride: usize,
-    eight: impl Fn(&[i16; 64], &[u16; 64], &mut [u8], usize),
+    idct: impl Fn(usize, &[i16; 64], &[u16; 64], &mut [u8], usize),
 ) {
     if s > 1 && dc_only_block(coef) {
         // Only DC: every transform gives a flat block of the value the 1 × 1 one gives.
@@ -195,9 +205,7 @@ fn block_with(
         return;
     }
     match s {
-        8 => eight(coef, q, out, stride),
-        4 => idct4(coef, q, out, stride),
-        2 => idct2(coef, q, out, stride),
+        8 | 4 | 2 => idct(s, coef, q, out, stride),
         _ => out[0] = dc_only(coef, q, 1),
     }
 }
@@ -345,10 +353,48 @@ mod avx2 {
         })
     }
 
-    /// [`idct8`](super::idct8).
+    /// [`reduced4`](super::reduced4) along the lanes, descaled by `N`.
     #[target_feature(enable = "avx2")]
-    pub(super) fn idct8(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
-        let x: [__m256i; 8] = std::array::from_fn(|u| {
+    fn reduced4<const N: i32>(x: [__m256i; 8]) -> [__m256i; 4] {
+        let tmp0 = _mm256_slli_epi32::<{ CONST_BITS as i32 + 1 }>(x[0]);
+        let tmp2 = add!(mul!(x[2], F_1_847), mul!(x[6], -F_0_765));
+        let (e0, e1) = (add!(tmp0, tmp2), sub!(tmp0, tmp2));
+        let (z1, z2, z3, z4) = (x[7], x[5], x[3], x[1]);
+        let o0 = add!(
+            add!(mul!(z1, -F_0_211), mul!(z2, F_1_451)),
+            add!(mul!(z3, -F_2_172), mul!(z4, F_1_061))
+        );
+        let o1 = add!(
+            add!(mul!(z1, -F_0_509), mul!(z2, -F_0_601)),
+            add!(mul!(z3, F_0_899), mul!(z4, F_2_562))
+        );
+        let half = _mm256_set1_epi32(1 << (N - 1));
+        let d = |v| _mm256_srai_epi32::<N>(_mm256_add_epi32(v, half));
+        [
+            d(add!(e0, o1)),
+            d(add!(e1, o0)),
+            d(sub!(e1, o0)),
+            d(sub!(e0, o1)),
+        ]
+    }
+
+    /// [`reduced2`](super::reduced2) along the lanes, descaled by `N`.
+    #[target_feature(enable = "avx2")]
+    fn reduced2<const N: i32>(x: [__m256i; 8]) -> [__m256i; 2] {
+        let even = _mm256_slli_epi32::<{ CONST_BITS as i32 + 2 }>(x[0]);
+        let odd = add!(
+            add!(mul!(x[7], -F_0_720), mul!(x[5], F_0_850)),
+            add!(mul!(x[3], -F_1_272), mul!(x[1], F_3_624))
+        );
+        let half = _mm256_set1_epi32(1 << (N - 1));
+        let d = |v| _mm256_srai_epi32::<N>(_mm256_add_epi32(v, half));
+        [d(add!(even, odd)), d(sub!(even, odd))]
+    }
+
+    /// The dequantised coefficients, a frequency row a vector.
+    #[target_feature(enable = "avx2")]
+    fn dequantize(coef: &[i16; 64], q: &[u16; 64]) -> [__m256i; 8] {
+        std::array::from_fn(|u| {
             // SAFETY: row `u` is the 8 values (16 bytes) at `8 u` of 64; unaligned loads.
             let (c, q) = unsafe {
                 (
@@ -357,12 +403,14 @@ mod avx2 {
                 )
             };
             _mm256_mullo_epi32(_mm256_cvtepi16_epi32(c), _mm256_cvtepu16_epi32(q))
-        });
-        let ws = islow::<{ (CONST_BITS - PASS1_BITS) as i32 }>(x);
-        let px = islow::<{ (CONST_BITS + PASS1_BITS + 3) as i32 }>(transpose(ws));
-        let rows = transpose(px);
+        })
+    }
+
+    /// `rows[y]` lane `x` (plus 128, clamped) as sample `(y, x)`, `N` of each.
+    #[target_feature(enable = "avx2")]
+    fn store<const N: usize>(rows: &[__m256i], out: &mut [u8], stride: usize) {
         let mid = _mm256_set1_epi32(128);
-        for (row, &v) in out.chunks_mut(stride).zip(&rows) {
+        for (row, &v) in out.chunks_mut(stride).zip(&rows[..N]) {
             // Saturating packs clamp to 0..=255 as the portable version's `clamp`.
             let v = _mm256_add_epi32(v, mid);
             let v = _mm256_packus_epi16(_mm256_packs_epi32(v, v), _mm256_setzero_si256());
@@ -370,8 +418,39 @@ mod avx2 {
                 _mm256_cvtsi256_si32(v) as u32,
                 _mm256_extract_epi32::<4>(v) as u32,
             );
-            row[..8].copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes());
+            row[..N].copy_from_slice(&(u64::from(hi) << 32 | u64::from(lo)).to_le_bytes()[..N]);
         }
+    }
+
+    /// Rows `a` (fewer than 8) padded with zero vectors to 8.
+    #[target_feature(enable = "avx2")]
+    fn pad<const N: usize>(a: [__m256i; N]) -> [__m256i; 8] {
+        std::array::from_fn(|i| if i < N { a[i] } else { _mm256_setzero_si256() })
+    }
+
+    /// [`idct8`](super::idct8).
+    #[target_feature(enable = "avx2")]
+    pub(super) fn idct8(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
+        let ws = islow::<{ (CONST_BITS - PASS1_BITS) as i32 }>(dequantize(coef, q));
+        let px = islow::<{ (CONST_BITS + PASS1_BITS + 3) as i32 }>(transpose(ws));
+        store::<8>(&transpose(px), out, stride);
+    }
+
+    /// [`idct4`](super::idct4): the columns' 4 outputs, transposed (lanes past 4 zero), the
+    /// rows' 4, transposed back.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn idct4(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
+        let ws = reduced4::<{ (CONST_BITS - PASS1_BITS + 1) as i32 }>(dequantize(coef, q));
+        let px = reduced4::<{ (CONST_BITS + PASS1_BITS + 4) as i32 }>(transpose(pad(ws)));
+        store::<4>(&transpose(pad(px)), out, stride);
+    }
+
+    /// [`idct2`](super::idct2), as [`idct4`].
+    #[target_feature(enable = "avx2")]
+    pub(super) fn idct2(coef: &[i16; 64], q: &[u16; 64], out: &mut [u8], stride: usize) {
+        let ws = reduced2::<{ (CONST_BITS - PASS1_BITS + 2) as i32 }>(dequantize(coef, q));
+        let px = reduced2::<{ (CONST_BITS + PASS1_BITS + 5) as i32 }>(transpose(pad(ws)));
+        store::<2>(&transpose(pad(px)), out, stride);
     }
 }
 
@@ -437,7 +516,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The AVX2 transform equals the portable one, on the coefficients of 8-bit samples
+        /// The AVX2 transforms equal the portable ones, on the coefficients of 8-bit samples
         /// (dequantised within ±2^14).
         #[test]
         fn avx2_equals_portable(
@@ -451,10 +530,12 @@ mod tests {
             coef[0] = coefs[0];
             let mut q = [0u16; 64];
             q.copy_from_slice(&qs);
-            let (mut a, mut b) = ([0u8; 80], [0u8; 80]);
-            idct8(&coef, &q, &mut a, 10);
-            block_fn()(8, &coef, &q, &mut b, 10);
-            proptest::prop_assert_eq!(a, b);
+            for s in [8, 4, 2] {
+                let (mut a, mut b) = ([0u8; 80], [0u8; 80]);
+                block(s, &coef, &q, &mut a, 10);
+                block_fn()(s, &coef, &q, &mut b, 10);
+                proptest::prop_assert_eq!(a, b, "{}", s);
+            }
         }
     }
 
