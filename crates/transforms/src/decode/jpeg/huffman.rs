@@ -12,8 +12,9 @@ pub(super) struct Huffman {
     /// `length << 8 | symbol` for the codes of `FAST_BITS` bits or fewer, indexed by the next
     /// `FAST_BITS` bits; 0 where a longer code starts.
     fast: Box<[u16; 1 << FAST_BITS]>,
-    /// For an AC table: where the next `FAST_BITS` bits hold a whole coefficient (its code
-    /// and its value bits), `value << 16 | run << 8 | bits taken`; 0 elsewhere.
+    /// For a sequential AC table: where the next `FAST_BITS` bits hold a whole coefficient
+    /// (its code and its value bits), `value << 16 | run << 8 | bits taken`, the end of the
+    /// block a run of 64 and sixteen zeros a run of 15 and a zero; 0 elsewhere.
     fast_ac: Box<[i32; 1 << FAST_BITS]>,
     /// The largest code of each length (index 1..=16), -1 where there is none.
     max_code: [i32; 17],
@@ -58,7 +59,16 @@ impl Huffman {
         for (i, (&entry, ac)) in fast.iter().zip(fast_ac.iter_mut()).enumerate() {
             let (len, symbol) = (u32::from(entry >> 8), entry as u8);
             let (run, size) = (i32::from(symbol >> 4), u32::from(symbol & 15));
-            if entry == 0 || size == 0 || len + size > FAST_BITS {
+            if entry == 0 {
+                continue;
+            }
+            if size == 0 {
+                // Sixteen zeros (a run of 15 and a zero), or the end of the block: a run of
+                // 64 takes the position past the last coefficient, where a zero is harmless.
+                *ac = if run == 15 { 15 } else { 64 } << 8 | len as i32;
+                continue;
+            }
+            if len + size > FAST_BITS {
                 continue;
             }
             let raw = (i as i32 >> (FAST_BITS - len - size)) & ((1 << size) - 1);
@@ -97,7 +107,7 @@ impl Huffman {
             return None;
         }
         bits.consume((e & 31) as u32);
-        Some((((e >> 8) & 15) as usize, (e >> 16) as i16))
+        Some((((e >> 8) & 0xff) as usize, (e >> 16) as i16))
     }
 
     /// The next symbol and the value of the `symbol & 15` bits that follow it (a DC
