@@ -105,7 +105,7 @@ impl View {
 }
 
 /// A class whose memory Python reads through the buffer protocol and DLPack (the methods are
-/// [`export_methods`]'s).
+/// `export_methods!`'s).
 ///
 /// # Safety
 /// `view().data` must address the `product(shape) * dtype.size()` bytes of `view().shape`, alive
