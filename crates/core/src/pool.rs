@@ -681,65 +681,61 @@ mod model {
         assert_eq!((st.parked, st.wanted.len()), (0, 0));
     }
 
+    /// Model-checks `test` over `iterations` schedules, each with a lot and a job count of its
+    /// own.
+    fn check_lot(iterations: usize, test: impl Fn(&'static Lot, &Runs) + Send + Sync + 'static) {
+        check(move || test(new_lot(), &Runs::default()), iterations);
+    }
+
     #[test]
     fn shutdown_counts_the_idle_threads_it_donates() {
-        check(
-            || {
-                let lot = new_lot();
-                let runs = Runs::default();
-                let pool = Pool::in_lot(2, lot);
-                at_once(&pool, 2, &runs);
-                until(
-                    || settled(&pool) && pool.threads() == 2,
-                    || format!("{pool:?} never idle"),
-                );
-                // Wakes one idle thread for the job; `shutdown` donates the other to the lot.
-                pool.execute(runs.job());
-                pool.shutdown();
-                let next = Pool::in_lot(1, lot);
-                next.execute(runs.job());
-                until_ran(&runs, 4);
-                settle(lot, &[&pool, &next]);
-                end(lot, &[&next]);
-            },
-            3000,
-        );
+        check_lot(3000, |lot, runs| {
+            let pool = Pool::in_lot(2, lot);
+            at_once(&pool, 2, runs);
+            until(
+                || settled(&pool) && pool.threads() == 2,
+                || format!("{pool:?} never idle"),
+            );
+            // Wakes one idle thread for the job; `shutdown` donates the other to the lot.
+            pool.execute(runs.job());
+            pool.shutdown();
+            let next = Pool::in_lot(1, lot);
+            next.execute(runs.job());
+            until_ran(runs, 4);
+            settle(lot, &[&pool, &next]);
+            end(lot, &[&next]);
+        });
     }
 
     #[test]
     fn pools_come_and_go_on_one_lot() {
-        check(
-            || {
-                let lot = new_lot();
-                let runs = Runs::default();
-                // Two loaders at once, each with a pool per epoch.
-                let loaders: Vec<_> = (1..=2)
-                    .map(|size| {
-                        let runs = runs.clone();
-                        shuttle::thread::spawn(move || {
-                            for _ in 0..2 {
-                                let pool = Pool::in_lot(size, lot);
-                                at_once(&pool, size, &runs);
-                                pool.shutdown();
-                                // A job after shutdown gets a thread of its own.
-                                pool.execute(runs.job());
-                            }
-                        })
+        check_lot(2000, |lot, runs| {
+            // Two loaders at once, each with a pool per epoch.
+            let loaders: Vec<_> = (1..=2)
+                .map(|size| {
+                    let runs = runs.clone();
+                    shuttle::thread::spawn(move || {
+                        for _ in 0..2 {
+                            let pool = Pool::in_lot(size, lot);
+                            at_once(&pool, size, &runs);
+                            pool.shutdown();
+                            // A job after shutdown gets a thread of its own.
+                            pool.execute(runs.job());
+                        }
                     })
-                    .collect();
-                for l in loaders {
-                    l.join().unwrap();
-                }
-                until_ran(&runs, 10);
-                settle(lot, &[]);
-                // A pool made now takes the parked threads that did not time out.
-                let last = Pool::in_lot(2, lot);
-                at_once(&last, 2, &runs);
-                until_ran(&runs, 12);
-                settle(lot, &[&last]);
-                end(lot, &[&last]);
-            },
-            2000,
-        );
+                })
+                .collect();
+            for l in loaders {
+                l.join().unwrap();
+            }
+            until_ran(runs, 10);
+            settle(lot, &[]);
+            // A pool made now takes the parked threads that did not time out.
+            let last = Pool::in_lot(2, lot);
+            at_once(&last, 2, runs);
+            until_ran(runs, 12);
+            settle(lot, &[&last]);
+            end(lot, &[&last]);
+        });
     }
 }

@@ -175,7 +175,7 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
-    use crate::test_util::{TempDir, assert_io, assert_too_large};
+    use crate::test_util::{TempDir, assert_io, assert_starts_with, assert_too_large};
     use crate::{ErrorKind, RetryOptions};
     use std::time::Duration;
 
@@ -217,12 +217,7 @@ mod tests {
         assert_io(&error, io::ErrorKind::NotFound);
         assert_eq!(error.kind(), ErrorKind::Io(io::ErrorKind::NotFound));
         assert_eq!(error.raw_os_error(), Some(2));
-        assert!(
-            error
-                .to_string()
-                .starts_with(&format!("{}: ", missing.display())),
-            "{error}"
-        );
+        assert_starts_with(&error, &format!("{}: ", missing.display()));
         let dir_error = fetch(
             &FileDataset::new(vec![dir.to_path_buf()], FetchOptions::FILE).unwrap(),
             0,

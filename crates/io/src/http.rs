@@ -309,7 +309,9 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
-    use crate::test_util::{assert_http, assert_too_large};
+    use crate::test_util::{
+        assert_http, assert_request, assert_starts_with, assert_too_large, refused_port,
+    };
     use crate::{ErrorKind, RequestKind, RetryOptions, template::Column};
     use futures::StreamExt;
 
@@ -645,17 +647,8 @@ mod tests {
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"ok"[..]);
         assert_eq!(server.hits("/flaky"), 2);
         let error = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Request(RequestKind::ConnectionReset),
-            "{error:?}"
-        );
-        assert!(
-            error
-                .to_string()
-                .starts_with(&format!("{}/reset: ", server.base_url())),
-            "{error}"
-        );
+        assert_request(&error, RequestKind::ConnectionReset);
+        assert_starts_with(&error, &format!("{}/reset: ", server.base_url()));
         assert_eq!(server.hits("/reset"), 3);
     }
 
@@ -673,21 +666,8 @@ mod tests {
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), vec![1; 100]);
         assert_eq!(server.hits("/once"), 2);
         let error = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Request(RequestKind::Truncated),
-            "{error:?}"
-        );
+        assert_request(&error, RequestKind::Truncated);
         assert_eq!(server.hits("/always"), 2);
-    }
-
-    /// A port nothing listens on (bound, then closed).
-    fn refused_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
     }
 
     #[test]
@@ -697,11 +677,7 @@ mod tests {
         let dataset =
             HttpDataset::new(vec![format!("http://127.0.0.1:{port}/x")], fast(2)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Request(RequestKind::ConnectionRefused),
-            "{error:?}"
-        );
+        assert_request(&error, RequestKind::ConnectionRefused);
         assert!(error.to_string().contains("Connection refused"), "{error}");
         assert_eq!(dataset.io_stats().unwrap().snapshot().retries, 2);
     }
@@ -727,11 +703,7 @@ mod tests {
         let dataset =
             HttpDataset::new(vec![format!("https://127.0.0.1:{port}/x")], fast(1)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Request(RequestKind::Tls),
-            "{error:?}"
-        );
+        assert_request(&error, RequestKind::Tls);
         assert_eq!(connections.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
@@ -844,11 +816,7 @@ mod tests {
         });
         let dataset = HttpDataset::new(vec![server.url("/r0?sig=SECRET")], fast(3)).unwrap();
         let error = fetch(&runtime, &dataset, 0).unwrap_err();
-        assert_eq!(
-            error.kind(),
-            ErrorKind::Request(RequestKind::Redirect),
-            "{error:?}"
-        );
+        assert_request(&error, RequestKind::Redirect);
         assert!(error.to_string().contains("redirect"), "{error}");
         assert!(!error.to_string().contains("SECRET"), "{error}");
         assert_eq!(

@@ -760,7 +760,10 @@ mod tests {
     use super::*;
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
-    use crate::test_util::{TempDir, assert_http, assert_io, assert_too_large};
+    use crate::test_util::{
+        TempDir, assert_http, assert_io, assert_request, assert_starts_with, assert_too_large,
+        refused_port,
+    };
     use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
@@ -1135,31 +1138,14 @@ mod tests {
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"back"[..]);
         assert_eq!(server.hits("/bucket/pre/once"), 2);
         let reset = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert_eq!(
-            reset.kind(),
-            ErrorKind::Request(RequestKind::ConnectionReset),
-            "{reset:?}"
-        );
-        assert!(
-            reset
-                .to_string()
-                .starts_with(&format!("{}/bucket/pre/reset: ", server.base_url())),
-            "{reset}"
-        );
+        assert_request(&reset, RequestKind::ConnectionReset);
+        assert_starts_with(&reset, &format!("{}/bucket/pre/reset: ", server.base_url()));
         assert_eq!(server.hits("/bucket/pre/reset"), 3);
         let cut = fetch(&runtime, &dataset, 2).unwrap_err();
-        assert_eq!(
-            cut.kind(),
-            ErrorKind::Request(RequestKind::Truncated),
-            "{cut:?}"
-        );
+        assert_request(&cut, RequestKind::Truncated);
         assert_eq!(server.hits("/bucket/pre/cut"), 3);
 
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = refused_port();
         let nobody = ObjectStoreDataset::new(
             &format!("http://127.0.0.1:{port}/bucket"),
             vec!["k".into()],
@@ -1173,11 +1159,7 @@ mod tests {
         )
         .unwrap();
         let refused = fetch(&runtime, &nobody, 0).unwrap_err();
-        assert_eq!(
-            refused.kind(),
-            ErrorKind::Request(RequestKind::ConnectionRefused),
-            "{refused:?}"
-        );
+        assert_request(&refused, RequestKind::ConnectionRefused);
         // Each error of the chain once (object_store's messages repeat their sources').
         let message = refused.to_string();
         assert!(message.contains("Connection refused"), "{message}");

@@ -46,6 +46,12 @@ pub(crate) fn assert_io(error: &Error, kind: io::ErrorKind) {
     );
 }
 
+/// Asserts that the message of `error` starts with `prefix` (what failed, named).
+#[track_caller]
+pub(crate) fn assert_starts_with(error: &Error, prefix: &str) {
+    assert!(error.to_string().starts_with(prefix), "{error}");
+}
+
 /// Asserts that `error` is an [`Error::TooLarge`] over `limit` bytes, of `size` when one was
 /// announced.
 #[track_caller]
@@ -64,4 +70,21 @@ pub(crate) fn assert_http(error: &Error, status: u16, attempts: u32) {
         matches!(error, Error::Http { status: s, attempts: a, .. } if *s == status && *a == attempts),
         "{error:?}"
     );
+}
+
+/// Asserts that `error` is a failed request of `kind`.
+#[cfg(any(feature = "http", feature = "object-store"))]
+#[track_caller]
+pub(crate) fn assert_request(error: &Error, kind: crate::RequestKind) {
+    assert_eq!(error.kind(), crate::ErrorKind::Request(kind), "{error:?}");
+}
+
+/// A port nothing listens on (bound, then closed).
+#[cfg(any(feature = "http", feature = "object-store"))]
+pub(crate) fn refused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

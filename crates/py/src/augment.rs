@@ -244,36 +244,30 @@ impl RandomCrop {
     }
 }
 
-/// `RandomHorizontalFlip(p=0.5)`.
-#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
-pub struct RandomHorizontalFlip;
+/// A random flip class: `$name(p=0.5)` flips with probability `p` (the Rust transform of the
+/// same name).
+macro_rules! random_flip {
+    ($name:ident, $doc:literal) => {
+        #[doc = $doc]
+        #[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
+        pub struct $name;
 
-#[pymethods]
-impl RandomHorizontalFlip {
-    #[new]
-    #[pyo3(signature = (p = None), text_signature = "(p=0.5)")]
-    fn new(p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
-        let p = p_arg("RandomHorizontalFlip", p)?;
-        let t = rt::RandomHorizontalFlip::new(p).map_err(rt_err)?;
-        Ok(random_init(t, format!("RandomHorizontalFlip(p={p:?})"))
-            .add_subclass(RandomHorizontalFlip))
-    }
+        #[pymethods]
+        impl $name {
+            #[new]
+            #[pyo3(signature = (p = None), text_signature = "(p=0.5)")]
+            fn new(p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
+                let p = p_arg(stringify!($name), p)?;
+                let t = rt::$name::new(p).map_err(rt_err)?;
+                let repr = format!(concat!(stringify!($name), "(p={:?})"), p);
+                Ok(random_init(t, repr).add_subclass($name))
+            }
+        }
+    };
 }
 
-/// `RandomVerticalFlip(p=0.5)`.
-#[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
-pub struct RandomVerticalFlip;
-
-#[pymethods]
-impl RandomVerticalFlip {
-    #[new]
-    #[pyo3(signature = (p = None), text_signature = "(p=0.5)")]
-    fn new(p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
-        let p = p_arg("RandomVerticalFlip", p)?;
-        let t = rt::RandomVerticalFlip::new(p).map_err(rt_err)?;
-        Ok(random_init(t, format!("RandomVerticalFlip(p={p:?})")).add_subclass(RandomVerticalFlip))
-    }
-}
+random_flip!(RandomHorizontalFlip, "`RandomHorizontalFlip(p=0.5)`.");
+random_flip!(RandomVerticalFlip, "`RandomVerticalFlip(p=0.5)`.");
 
 /// `RandomErasing(p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0)`.
 #[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]

@@ -2,18 +2,16 @@
 //! torch as writable views (buffer protocol, DLPack) that keep the buffer alive; the buffer goes
 //! back to the collator's pool when the last view is gone.
 
-use std::ffi::c_int;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use dlrs_transforms::{Batch, BatchLayout, Collator, Dtype, Image};
 
-use crate::dlpack::{self, Owner, Request, View};
+use crate::dlpack::{self, Owner, View};
 use crate::errors::image_error;
 use crate::image::PyImage;
 
@@ -57,90 +55,64 @@ impl ImageBatch {
     }
 }
 
-#[pymethods]
-impl ImageBatch {
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.batch().shape())
-    }
+dlpack::export_methods!(
+    ImageBatch,
+    buffer = "A writable, C-contiguous view of the buffer.",
+    dlpack = "A DLPack capsule of the buffer: a writable view (or a copy with `copy=True`).",
+    {
+        #[getter]
+        fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+            PyTuple::new(py, self.batch().shape())
+        }
 
-    /// "uint8" or "float32".
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.batch().dtype().name()
-    }
+        /// "uint8" or "float32".
+        #[getter]
+        fn dtype(&self) -> &'static str {
+            self.batch().dtype().name()
+        }
 
-    /// "NCHW" or "NHWC".
-    #[getter]
-    fn layout(&self) -> String {
-        self.batch().layout().to_string()
-    }
+        /// "NCHW" or "NHWC".
+        #[getter]
+        fn layout(&self) -> String {
+            self.batch().layout().to_string()
+        }
 
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.batch().nbytes()
-    }
+        #[getter]
+        fn nbytes(&self) -> usize {
+            self.batch().nbytes()
+        }
 
-    /// The number of images.
-    fn __len__(&self) -> usize {
-        self.batch().len()
-    }
+        /// The number of images.
+        fn __len__(&self) -> usize {
+            self.batch().len()
+        }
 
-    fn __repr__(&self) -> String {
-        let s = self.batch().shape();
-        format!(
-            "ImageBatch(shape=({}, {}, {}, {}), dtype={}, layout={})",
-            s[0],
-            s[1],
-            s[2],
-            s[3],
-            self.batch().dtype(),
-            self.batch().layout()
-        )
+        fn __repr__(&self) -> String {
+            let s = self.batch().shape();
+            format!(
+                "ImageBatch(shape=({}, {}, {}, {}), dtype={}, layout={})",
+                s[0],
+                s[1],
+                s[2],
+                s[3],
+                self.batch().dtype(),
+                self.batch().layout()
+            )
+        }
     }
+);
 
-    /// A writable, C-contiguous view of the buffer.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        let me = slf.get();
-        let (data, dtype, shape) = (me.data.ptr.as_ptr(), me.batch().dtype(), me.batch().shape());
-        // SAFETY: `view` is the buffer CPython handed to this slot; `data` addresses the batch's
-        // `nbytes` bytes, writable through `ptr` (see `BatchData`), alive as long as `slf`
-        // (made `view.obj`), which holds the batch.
-        unsafe { dlpack::fill_buffer(view, flags, slf.into_any(), data, dtype, &shape, false) }
-    }
-
-    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
-        // SAFETY: CPython passes the view this object filled in `__getbuffer__`, once.
-        unsafe { dlpack::release_buffer(view) }
-    }
-
-    /// A DLPack capsule of the buffer: a writable view (or a copy with `copy=True`).
-    #[pyo3(signature = (stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        let req = Request::parse(stream, max_version, dl_device, copy)?;
-        let view = View {
+// SAFETY: `data.ptr` addresses the batch's `nbytes` bytes, writable through it (see
+// `BatchData`), alive as long as the `Arc<BatchData>` the view owns and `self` holds.
+unsafe impl dlpack::Export for ImageBatch {
+    fn view(&self) -> View {
+        View {
             data: self.data.ptr.as_ptr(),
             dtype: self.batch().dtype(),
             shape: self.batch().shape().to_vec(),
             readonly: false,
             owner: Owner::Batch(Arc::clone(&self.data)),
-        };
-        dlpack::capsule(py, view, &req)
-    }
-
-    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        dlpack::device(py)
+        }
     }
 }
 

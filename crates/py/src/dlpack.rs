@@ -104,6 +104,84 @@ impl View {
     }
 }
 
+/// A class whose memory Python reads through the buffer protocol and DLPack (the methods are
+/// `export_methods!`'s).
+///
+/// # Safety
+/// `view().data` must address the `product(shape) * dtype.size()` bytes of `view().shape`, alive
+/// as long as `self` and as long as `view().owner`, and writable unless `view().readonly`.
+pub unsafe trait Export {
+    /// The memory to export, with what keeps it alive.
+    fn view(&self) -> View;
+}
+
+/// The `#[pymethods]` of an [`Export`] class: its own methods (`{ ... }`), then
+/// `__getbuffer__` (documented by `buffer`), `__releasebuffer__`, `__dlpack__` (documented by
+/// `dlpack`) and `__dlpack_device__`.
+macro_rules! export_methods {
+    ($class:ident, buffer = $buffer:literal, dlpack = $dlpack:literal, { $($methods:tt)* }) => {
+        // PyO3's trampolines call the unsafe slots outside an `unsafe` block; expanded from
+        // this crate's macro, the lint counts them as this crate's code.
+        #[allow(unsafe_op_in_unsafe_fn)]
+        const _: () = {
+            #[pyo3::pymethods]
+            impl $class {
+                $($methods)*
+
+                #[doc = $buffer]
+                unsafe fn __getbuffer__(
+                    slf: pyo3::Bound<'_, Self>,
+                    view: *mut pyo3::ffi::Py_buffer,
+                    flags: std::ffi::c_int,
+                ) -> pyo3::PyResult<()> {
+                    let v = $crate::dlpack::Export::view(slf.get());
+                    // SAFETY: `view` is the buffer CPython handed to this slot; by the contract of
+                    // `Export`, `v.data` addresses the bytes of `v.shape`, alive as long as `slf`
+                    // (made `view.obj`), and writable unless `v.readonly`.
+                    unsafe {
+                        $crate::dlpack::fill_buffer(
+                            view,
+                            flags,
+                            slf.into_any(),
+                            v.data,
+                            v.dtype,
+                            &v.shape,
+                            v.readonly,
+                        )
+                    }
+                }
+
+                unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+                    // SAFETY: CPython passes the view this object filled in `__getbuffer__`, once.
+                    unsafe { $crate::dlpack::release_buffer(view) }
+                }
+
+                #[doc = $dlpack]
+                #[pyo3(signature = (stream = None, max_version = None, dl_device = None, copy = None))]
+                fn __dlpack__(
+                    &self,
+                    py: pyo3::Python<'_>,
+                    stream: Option<&pyo3::Bound<'_, pyo3::PyAny>>,
+                    max_version: Option<&pyo3::Bound<'_, pyo3::PyAny>>,
+                    dl_device: Option<&pyo3::Bound<'_, pyo3::PyAny>>,
+                    copy: Option<bool>,
+                ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+                    let req = $crate::dlpack::Request::parse(stream, max_version, dl_device, copy)?;
+                    $crate::dlpack::capsule(py, $crate::dlpack::Export::view(self), &req)
+                }
+
+                fn __dlpack_device__<'py>(
+                    &self,
+                    py: pyo3::Python<'py>,
+                ) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyTuple>> {
+                    $crate::dlpack::device(py)
+                }
+            }
+        };
+    };
+}
+pub(crate) use export_methods;
+
 /// The capsule's allocation: the managed tensor first (its address is the capsule's pointer and
 /// `manager_ctx`), then the shape and strides it points to, then the owner.
 #[repr(C)]

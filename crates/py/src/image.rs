@@ -1,17 +1,15 @@
 //! `dataloader_rs.Image`: an immutable image owned by Rust, seen from Python through the buffer
 //! protocol (read-only, zero-copy) and DLPack, and made from arrays by `Image.from_array`.
 
-use std::ffi::c_int;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyImportError, PyTypeError, PyValueError};
-use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyTuple, PyType};
 
 use dlrs_transforms::{Dtype, Error, Image, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 
-use crate::dlpack::{self, Owner, Request, View};
+use crate::dlpack::{self, Owner, View};
 use crate::errors::image_error;
 use crate::text::{type_name, wrong_type};
 
@@ -48,113 +46,88 @@ pub fn layout_name(layout: Layout) -> &'static str {
     }
 }
 
-#[pymethods]
-impl PyImage {
-    /// `Image.from_array(obj, layout="hwc")`: a copy of a numpy array, a CPU tensor or anything
-    /// `np.asarray` takes (without numpy: an object with the buffer protocol, "hwc" only).
-    #[classmethod]
-    #[pyo3(signature = (obj, layout = "hwc"))]
-    fn from_array(
-        _cls: &Bound<'_, PyType>,
-        obj: &Bound<'_, PyAny>,
-        layout: &str,
-    ) -> PyResult<PyImage> {
-        from_array(obj, layout).map(PyImage::new)
-    }
+dlpack::export_methods!(
+    PyImage,
+    buffer = "A read-only, C-contiguous view of the values.",
+    dlpack = "A DLPack capsule of the values (read-only; a view, or a copy with `copy=True`).",
+    {
+        /// `Image.from_array(obj, layout="hwc")`: a copy of a numpy array, a CPU tensor or anything
+        /// `np.asarray` takes (without numpy: an object with the buffer protocol, "hwc" only).
+        #[classmethod]
+        #[pyo3(signature = (obj, layout = "hwc"))]
+        fn from_array(
+            _cls: &Bound<'_, PyType>,
+            obj: &Bound<'_, PyAny>,
+            layout: &str,
+        ) -> PyResult<PyImage> {
+            from_array(obj, layout).map(PyImage::new)
+        }
 
-    /// `(height, width, channels)` for HWC, `(channels, height, width)` for CHW.
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.inner.shape())
-    }
+        /// `(height, width, channels)` for HWC, `(channels, height, width)` for CHW.
+        #[getter]
+        fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+            PyTuple::new(py, self.inner.shape())
+        }
 
-    /// "uint8" or "float32".
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.inner.dtype().name()
-    }
+        /// "uint8" or "float32".
+        #[getter]
+        fn dtype(&self) -> &'static str {
+            self.inner.dtype().name()
+        }
 
-    /// "hwc" or "chw".
-    #[getter]
-    fn layout(&self) -> &'static str {
-        layout_name(self.inner.layout())
-    }
-
-    #[getter]
-    fn height(&self) -> usize {
-        self.inner.height()
-    }
-
-    #[getter]
-    fn width(&self) -> usize {
-        self.inner.width()
-    }
-
-    #[getter]
-    fn channels(&self) -> usize {
-        self.inner.channels()
-    }
-
-    /// The size of the values in bytes.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.inner.as_bytes().len()
-    }
-
-    fn __repr__(&self) -> String {
-        let s = self.inner.shape();
-        format!(
-            "Image(shape=({}, {}, {}), dtype={}, layout={})",
-            s[0],
-            s[1],
-            s[2],
-            self.inner.dtype(),
+        /// "hwc" or "chw".
+        #[getter]
+        fn layout(&self) -> &'static str {
             layout_name(self.inner.layout())
-        )
-    }
+        }
 
-    /// A read-only, C-contiguous view of the values.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        let me = slf.get();
-        let (data, dtype, shape) = (me.data_ptr(), me.inner.dtype(), me.inner.shape());
-        // SAFETY: `view` is the buffer CPython handed to this slot; `data` addresses the
-        // image's `nbytes` bytes, which live as long as `slf` (made `view.obj`), since a frozen
-        // Image never changes or drops its pixels; the view is read-only.
-        unsafe { dlpack::fill_buffer(view, flags, slf.into_any(), data, dtype, &shape, true) }
-    }
+        #[getter]
+        fn height(&self) -> usize {
+            self.inner.height()
+        }
 
-    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
-        // SAFETY: CPython passes the view this object filled in `__getbuffer__`, once.
-        unsafe { dlpack::release_buffer(view) }
-    }
+        #[getter]
+        fn width(&self) -> usize {
+            self.inner.width()
+        }
 
-    /// A DLPack capsule of the values (read-only; a view, or a copy with `copy=True`).
-    #[pyo3(signature = (stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<&Bound<'_, PyAny>>,
-        max_version: Option<&Bound<'_, PyAny>>,
-        dl_device: Option<&Bound<'_, PyAny>>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        let req = Request::parse(stream, max_version, dl_device, copy)?;
-        let view = View {
+        #[getter]
+        fn channels(&self) -> usize {
+            self.inner.channels()
+        }
+
+        /// The size of the values in bytes.
+        #[getter]
+        fn nbytes(&self) -> usize {
+            self.inner.as_bytes().len()
+        }
+
+        fn __repr__(&self) -> String {
+            let s = self.inner.shape();
+            format!(
+                "Image(shape=({}, {}, {}), dtype={}, layout={})",
+                s[0],
+                s[1],
+                s[2],
+                self.inner.dtype(),
+                layout_name(self.inner.layout())
+            )
+        }
+    }
+);
+
+// SAFETY: `data_ptr` addresses the image's `nbytes` bytes, alive as long as the `Arc<Image>`
+// the view owns and `self` holds, since a frozen Image never changes or drops its pixels; the
+// view is read-only.
+unsafe impl dlpack::Export for PyImage {
+    fn view(&self) -> View {
+        View {
             data: self.data_ptr(),
             dtype: self.inner.dtype(),
             shape: self.inner.shape().to_vec(),
             readonly: true,
             owner: Owner::Image(self.shared()),
-        };
-        dlpack::capsule(py, view, &req)
-    }
-
-    fn __dlpack_device__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        dlpack::device(py)
+        }
     }
 }
 

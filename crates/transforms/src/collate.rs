@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::Error;
+use crate::error::from_names;
 use crate::image::{Dtype, Image, Layout, Pixels};
 
 /// The axis order of a batch.
@@ -24,19 +25,10 @@ impl std::fmt::Display for BatchLayout {
     }
 }
 
-impl std::str::FromStr for BatchLayout {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "NCHW" => Ok(BatchLayout::Nchw),
-            "NHWC" => Ok(BatchLayout::Nhwc),
-            other => Err(Error::arg(
-                "ImageCollator",
-                format!("layout {other:?} is not \"NCHW\" or \"NHWC\""),
-            )),
-        }
-    }
-}
+from_names!(BatchLayout, "ImageCollator", {
+    "NCHW" => Nchw,
+    "NHWC" => Nhwc,
+}, other => format!("layout {other:?} is not \"NCHW\" or \"NHWC\""));
 
 /// Buffers of dropped batches, kept for the next ones (at most `max`).
 #[derive(Debug)]

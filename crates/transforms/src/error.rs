@@ -153,6 +153,23 @@ pub enum Error {
     EmptyBatch,
 }
 
+/// `FromStr` for an enum read from a name: `"name" | "alias" => Variant` per value; any other
+/// name is `Error::arg(transform, reason)`, `reason` made from the name bound to `$other`.
+macro_rules! from_names {
+    ($ty:ident, $transform:literal, { $($names:pat => $variant:ident),+ $(,)? }, $other:ident => $reason:expr) => {
+        impl std::str::FromStr for $ty {
+            type Err = $crate::Error;
+            fn from_str(s: &str) -> Result<Self, $crate::Error> {
+                match s {
+                    $($names => Ok($ty::$variant),)+
+                    $other => Err($crate::Error::arg($transform, $reason)),
+                }
+            }
+        }
+    };
+}
+pub(crate) use from_names;
+
 impl Error {
     pub(crate) fn arg(transform: &'static str, reason: impl Into<String>) -> Error {
         Error::InvalidArgument {

@@ -1,5 +1,6 @@
 //! Crops, padding, flips and quarter turns, on either dtype and either layout.
 
+use crate::error::from_names;
 use crate::image::{Image, Item, Layout, Pixels, check_size};
 use crate::{Error, Transform};
 
@@ -91,21 +92,12 @@ pub enum PaddingMode {
     Symmetric,
 }
 
-impl std::str::FromStr for PaddingMode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "constant" => Ok(PaddingMode::Constant),
-            "edge" => Ok(PaddingMode::Edge),
-            "reflect" => Ok(PaddingMode::Reflect),
-            "symmetric" => Ok(PaddingMode::Symmetric),
-            other => Err(Error::arg(
-                "Pad",
-                format!("padding_mode {other:?} is not one of constant, edge, reflect, symmetric"),
-            )),
-        }
-    }
-}
+from_names!(PaddingMode, "Pad", {
+    "constant" => Constant,
+    "edge" => Edge,
+    "reflect" => Reflect,
+    "symmetric" => Symmetric,
+}, other => format!("padding_mode {other:?} is not one of constant, edge, reflect, symmetric"));
 
 /// The source index of output index `i` (which may be outside `0..n`) for a non-constant mode.
 fn map_index(mode: PaddingMode, i: i64, n: usize) -> usize {
@@ -137,6 +129,17 @@ pub(crate) struct Window {
 }
 
 impl Window {
+    /// `height × width` pixels from `(top, left)`; what is outside the image is the fill.
+    pub(crate) fn constant(top: i64, left: i64, height: usize, width: usize) -> Window {
+        Window {
+            top,
+            left,
+            height,
+            width,
+            mode: PaddingMode::Constant,
+        }
+    }
+
     /// One plane of `h × w` pixels of `px` values each; `fill` has `px` values.
     fn run<T: Elem>(&self, src: &[T], h: usize, w: usize, px: usize, fill: &[T], out: &mut Vec<T>) {
         let (oh, ow) = (self.height, self.width);
@@ -319,13 +322,7 @@ impl Crop {
     /// # Errors
     /// The output would exceed the image limits.
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
-        let win = Window {
-            top: self.top,
-            left: self.left,
-            height: self.height,
-            width: self.width,
-            mode: PaddingMode::Constant,
-        };
+        let win = Window::constant(self.top, self.left, self.height, self.width);
         apply_window("Crop", im, &win, &Fill::default())
     }
 }
@@ -396,13 +393,9 @@ impl CenterCrop {
     /// # Errors
     /// The output would exceed the image limits.
     pub fn crop(&self, im: Image) -> Result<Image, Error> {
-        let win = Window {
-            top: Self::offset(im.height(), self.height),
-            left: Self::offset(im.width(), self.width),
-            height: self.height,
-            width: self.width,
-            mode: PaddingMode::Constant,
-        };
+        let top = Self::offset(im.height(), self.height);
+        let left = Self::offset(im.width(), self.width);
+        let win = Window::constant(top, left, self.height, self.width);
         apply_window("CenterCrop", im, &win, &Fill::default())
     }
 }
@@ -507,19 +500,10 @@ pub enum Anchor {
     Center,
 }
 
-impl std::str::FromStr for Anchor {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "top_left" => Ok(Anchor::TopLeft),
-            "center" => Ok(Anchor::Center),
-            other => Err(Error::arg(
-                "PadTo",
-                format!("anchor {other:?} is not \"top_left\" or \"center\""),
-            )),
-        }
-    }
-}
+from_names!(Anchor, "PadTo", {
+    "top_left" => TopLeft,
+    "center" => Center,
+}, other => format!("anchor {other:?} is not \"top_left\" or \"center\""));
 
 /// `PadTo(width, height, fill=0, anchor="top_left")`: pads up to at least `width × height`;
 /// never crops.
@@ -585,13 +569,7 @@ impl PadTo {
             Anchor::TopLeft => (0, 0),
             Anchor::Center => ((dh / 2) as i64, (dw / 2) as i64),
         };
-        let win = Window {
-            top: -top,
-            left: -left,
-            height: im.height() + dh,
-            width: im.width() + dw,
-            mode: PaddingMode::Constant,
-        };
+        let win = Window::constant(-top, -left, im.height() + dh, im.width() + dw);
         apply_window("PadTo", im, &win, &self.fill)
     }
 }

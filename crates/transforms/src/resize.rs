@@ -3,6 +3,7 @@
 
 use crate::color::u8_hwc;
 use crate::decode::muldiv255;
+use crate::error::from_names;
 use crate::image::{Image, Item, Layout, Pixels, check_size};
 use crate::{Error, Key, Reduced, Shrink, Transform};
 
@@ -20,23 +21,12 @@ pub enum Interpolation {
     Lanczos3,
 }
 
-impl std::str::FromStr for Interpolation {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "nearest" => Ok(Interpolation::Nearest),
-            "bilinear" => Ok(Interpolation::Bilinear),
-            "bicubic" => Ok(Interpolation::Bicubic),
-            "lanczos3" | "lanczos" => Ok(Interpolation::Lanczos3),
-            other => Err(Error::arg(
-                "Resize",
-                format!(
-                    "interpolation {other:?} is not one of nearest, bilinear, bicubic, lanczos3"
-                ),
-            )),
-        }
-    }
-}
+from_names!(Interpolation, "Resize", {
+    "nearest" => Nearest,
+    "bilinear" => Bilinear,
+    "bicubic" => Bicubic,
+    "lanczos3" | "lanczos" => Lanczos3,
+}, other => format!("interpolation {other:?} is not one of nearest, bilinear, bicubic, lanczos3"));
 
 /// The requested size: the smaller edge (torchvision's int size) or both sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -146,18 +146,11 @@ impl Transports {
         if range.0 == range.1 {
             return Ok(Bytes::new());
         }
-        let options = self.options;
-        attempts(
-            options.retry,
-            options.timeout,
-            shown,
-            stats,
-            |n| async move {
-                let body = self.read_once(place, shown, version, range, n).await?;
-                stats.fetched(body.len());
-                Ok(body)
-            },
-        )
+        self.attempts(self.options.timeout, shown, stats, |n| async move {
+            let body = self.read_once(place, shown, version, range, n).await?;
+            stats.fetched(body.len());
+            Ok(body)
+        })
         .await
     }
 
@@ -192,6 +185,35 @@ impl Transports {
                     .await
             }
         }
+    }
+
+    /// Runs `attempt` under the dataset's retry policy, counting each attempt, and the request it
+    /// makes while it runs, in `stats`.
+    async fn attempts<T, F, Fut>(
+        &self,
+        timeout: Option<Duration>,
+        shown: &str,
+        stats: &IoStats,
+        mut attempt: F,
+    ) -> Result<T, Error>
+    where
+        F: FnMut(u32) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
+        retry::run(
+            self.options.retry,
+            timeout,
+            || shown.to_owned(),
+            |n| {
+                stats.attempt(n);
+                let run = attempt(n);
+                async move {
+                    let _request = stats.request();
+                    run.await
+                }
+            },
+        )
+        .await
     }
 }
 
@@ -440,42 +462,35 @@ impl Transports {
     ) -> Result<Version, Error> {
         let http = self.http()?;
         let client = http.client()?;
-        let options = self.options;
-        attempts(
-            options.retry,
-            options.timeout,
-            shown,
-            stats,
-            |n| async move {
-                let mut extra = HeaderMap::new();
-                extra.insert(header::RANGE, range_header(0, 1));
-                let response = crate::http::get(client, &http.headers, &extra, url).await?;
-                if response.status().as_u16() != 206 {
-                    if response.status().as_u16() == 416 {
-                        return Err(Failure::Fatal(Error::InvalidData {
-                            location: shown.to_owned(),
-                            message: "the shard is empty".into(),
-                        }));
-                    }
-                    return Err(not_partial(&response, shown, n));
-                }
-                let headers = response.headers();
-                let size = content_range(headers).and_then(|(_, _, total)| total);
-                let Some(size) = size else {
+        self.attempts(self.options.timeout, shown, stats, |n| async move {
+            let mut extra = HeaderMap::new();
+            extra.insert(header::RANGE, range_header(0, 1));
+            let response = crate::http::get(client, &http.headers, &extra, url).await?;
+            if response.status().as_u16() != 206 {
+                if response.status().as_u16() == 416 {
                     return Err(Failure::Fatal(Error::InvalidData {
                         location: shown.to_owned(),
-                        message: "the server does not say the shard's size (no \
-                                      Content-Range total)"
-                            .into(),
+                        message: "the shard is empty".into(),
                     }));
-                };
-                Ok(Version {
-                    size,
-                    etag: header_text(headers, header::ETAG),
-                    modified: header_text(headers, header::LAST_MODIFIED),
-                })
-            },
-        )
+                }
+                return Err(not_partial(&response, shown, n));
+            }
+            let headers = response.headers();
+            let size = content_range(headers).and_then(|(_, _, total)| total);
+            let Some(size) = size else {
+                return Err(Failure::Fatal(Error::InvalidData {
+                    location: shown.to_owned(),
+                    message: "the server does not say the shard's size (no \
+                                      Content-Range total)"
+                        .into(),
+                }));
+            };
+            Ok(Version {
+                size,
+                etag: header_text(headers, header::ETAG),
+                modified: header_text(headers, header::LAST_MODIFIED),
+            })
+        })
         .await
     }
 
@@ -492,7 +507,7 @@ impl Transports {
         let client = http.client()?;
         let options = self.options;
         let within = |wait: Option<Duration>| wait.map_or(Duration::MAX, |w| w);
-        attempts(options.retry, None, shown, stats, |n| async move {
+        self.attempts(None, shown, stats, |n| async move {
             let extra = preconditions(version);
             let get = crate::http::get(client, &http.headers, &extra, url);
             let response = tokio::time::timeout(within(options.timeout), get)
@@ -583,35 +598,6 @@ impl Transports {
         }
         whole_range(body.finish(), shown, len)
     }
-}
-
-/// Runs `attempt` under the retry policy, counting each attempt, and the request it makes while
-/// it runs, in `stats`.
-async fn attempts<T, F, Fut>(
-    retry: crate::RetryOptions,
-    timeout: Option<Duration>,
-    shown: &str,
-    stats: &IoStats,
-    mut attempt: F,
-) -> Result<T, Error>
-where
-    F: FnMut(u32) -> Fut,
-    Fut: std::future::Future<Output = Result<T, Failure>>,
-{
-    retry::run(
-        retry,
-        timeout,
-        || shown.to_owned(),
-        |n| {
-            stats.attempt(n);
-            let run = attempt(n);
-            async move {
-                let _request = stats.request();
-                run.await
-            }
-        },
-    )
-    .await
 }
 
 /// Indexes a shard from its chunks as they arrive, reading no further than its last header.
@@ -737,8 +723,7 @@ impl Transports {
         stats: &IoStats,
     ) -> Result<Version, Error> {
         let store = self.stores[store].store()?;
-        let options = self.options;
-        attempts(options.retry, None, shown, stats, |n| {
+        self.attempts(None, shown, stats, |n| {
             crate::object::observed(async move {
                 let head = GetOptions {
                     head: true,
@@ -764,8 +749,7 @@ impl Transports {
     ) -> Result<Vec<Member>, Error> {
         use futures::StreamExt;
         let store = self.stores[store].store()?;
-        let options = self.options;
-        attempts(options.retry, None, shown, stats, |n| {
+        self.attempts(None, shown, stats, |n| {
             crate::object::observed(async move {
                 let result = store
                     .get_opts(path, object_options(version, None))

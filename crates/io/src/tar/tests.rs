@@ -34,6 +34,11 @@ fn shard(keys: &[&str], long: Long) -> Vec<u8> {
     w.finish()
 }
 
+/// A one-thread runtime and a directory for the shards of a test.
+fn runtime_and_dir() -> (Runtime, TempDir) {
+    (Runtime::new(Some(1)).unwrap(), TempDir::new())
+}
+
 fn fast() -> FetchOptions {
     FetchOptions {
         retry: RetryOptions {
@@ -90,8 +95,7 @@ fn expected(key: &str) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn file_shards_of_every_format() {
-    let runtime = Runtime::new(Some(1)).unwrap();
-    let dir = TempDir::new();
+    let (runtime, dir) = runtime_and_dir();
     let long_key = format!("{}/{}", "nested".repeat(20), "000003");
     let formats = [Long::Ustar, Long::Gnu, Long::Pax];
     let mut locations = Vec::new();
@@ -132,8 +136,7 @@ fn file_shards_of_every_format() {
 
 #[test]
 fn one_member_per_item() {
-    let runtime = Runtime::new(Some(1)).unwrap();
-    let dir = TempDir::new();
+    let (runtime, dir) = runtime_and_dir();
     let jpg = content("a", "jpg");
     let members: [(&str, &[u8]); 3] = [("a.jpg", &jpg), ("a.cls", b"1"), ("b.cls", b"2")];
     let locations = vec![write_shard(&dir, &members, Long::Pax)];
@@ -161,8 +164,7 @@ fn one_member_per_item() {
 
 #[test]
 fn a_member_over_max_bytes_is_too_large() {
-    let runtime = Runtime::new(Some(1)).unwrap();
-    let dir = TempDir::new();
+    let (runtime, dir) = runtime_and_dir();
     let members: [(&str, &[u8]); 3] = [("a.jpg", &[0; 100]), ("a.cls", b"1"), ("b.jpg", &[0; 101])];
     let locations = vec![write_shard(&dir, &members, Long::Ustar)];
     let mut small = options(None);
@@ -187,8 +189,7 @@ fn a_member_over_max_bytes_is_too_large() {
 
 #[test]
 fn broken_and_missing_shards_fail_the_dataset_naming_the_shard() {
-    let runtime = Runtime::new(Some(1)).unwrap();
-    let dir = TempDir::new();
+    let (runtime, dir) = runtime_and_dir();
     let whole = shard(&["000001", "000002"], Long::Ustar);
     let good = dir.join("good.tar");
     std::fs::write(&good, &whole).unwrap();
@@ -215,8 +216,7 @@ fn broken_and_missing_shards_fail_the_dataset_naming_the_shard() {
 
 #[test]
 fn a_file_changed_after_indexing_is_refused() {
-    let runtime = Runtime::new(Some(1)).unwrap();
-    let dir = TempDir::new();
+    let (runtime, dir) = runtime_and_dir();
     let path = dir.join("s.tar");
     std::fs::write(&path, shard(&["000001", "000002"], Long::Ustar)).unwrap();
     let locations = vec![path.display().to_string()];

@@ -75,9 +75,17 @@ pub fn get(addr: impl std::net::ToSocketAddrs, path: &str) -> (String, Vec<u8>) 
 
 /// Sends `request` on a new blocking connection to `addr` and reads the whole answer.
 fn exchange(addr: impl std::net::ToSocketAddrs, request: &str) -> Vec<u8> {
+    exchange_writes(addr, &[request.as_bytes()])
+}
+
+/// Sends `writes` one write each on a new blocking connection to `addr` and reads the whole
+/// answer.
+fn exchange_writes(addr: impl std::net::ToSocketAddrs, writes: &[&[u8]]) -> Vec<u8> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
+    for write in writes {
+        s.write_all(write).unwrap();
+    }
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
     out
@@ -123,13 +131,9 @@ enum Answer {
         headers: Vec<(&'static str, String)>,
         length: u64,
     },
-    Chunked(Vec<Vec<u8>>),
-    Truncated {
-        announced: usize,
-        sent: Vec<u8>,
-    },
-    Reset,
-    Stall,
+    /// A [`Reply::Chunked`], [`Reply::Truncated`], [`Reply::Reset`] or [`Reply::Stall`]:
+    /// written as the route scripted it.
+    Scripted(Reply),
 }
 
 impl Answer {
@@ -239,10 +243,10 @@ impl State {
                         headers,
                         body: Bytes::new(),
                     },
-                    Reply::Chunked(chunks) => Answer::Chunked(chunks),
-                    Reply::Truncated { announced, sent } => Answer::Truncated { announced, sent },
-                    Reply::Reset => Answer::Reset,
-                    Reply::Stall => Answer::Stall,
+                    scripted @ (Reply::Chunked(_)
+                    | Reply::Truncated { .. }
+                    | Reply::Reset
+                    | Reply::Stall) => Answer::Scripted(scripted),
                 };
                 (Duration::ZERO, answer)
             }
@@ -695,7 +699,7 @@ async fn write(stream: &mut TcpStream, answer: Answer, close: bool) -> io::Resul
             stream.write_all(head.as_bytes()).await?;
             Ok(!close)
         }
-        Answer::Chunked(chunks) => {
+        Answer::Scripted(Reply::Chunked(chunks)) => {
             let mut out =
                 format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n{connection}\r\n")
                     .into_bytes();
@@ -708,18 +712,21 @@ async fn write(stream: &mut TcpStream, answer: Answer, close: bool) -> io::Resul
             stream.write_all(&out).await?;
             Ok(!close)
         }
-        Answer::Truncated { announced, sent } => {
+        Answer::Scripted(Reply::Truncated { announced, sent }) => {
             let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {announced}\r\n\r\n");
             stream.write_all(head.as_bytes()).await?;
             stream.write_all(&sent).await?;
             stream.shutdown().await?;
             Ok(false)
         }
-        Answer::Reset => {
+        Answer::Scripted(Reply::Reset) => {
             stream.set_zero_linger()?;
             Ok(false)
         }
-        Answer::Stall => std::future::pending().await,
+        Answer::Scripted(Reply::Stall) => std::future::pending().await,
+        Answer::Scripted(Reply::Body(_) | Reply::Status(..) | Reply::Delayed(..)) => {
+            unreachable!("`answer` makes full answers of these")
+        }
     }
 }
 
@@ -746,7 +753,6 @@ fn reason(status: u16) -> &'static str {
 mod tests {
     use super::*;
     use crate::test_util::TempDir;
-    use std::io::{Read, Write};
 
     #[test]
     fn routes() {
@@ -796,14 +802,15 @@ mod tests {
     #[test]
     fn keeps_connections_open() {
         let server = LoopbackServer::start(Duration::ZERO).unwrap();
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
         // Two requests in one write, then one more: all three on one connection.
-        s.write_all(b"GET /item/1 HTTP/1.1\r\n\r\nGET /item/2 HTTP/1.1\r\n\r\n")
-            .unwrap();
-        s.write_all(b"GET /item/3 HTTP/1.1\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
+        let out = exchange_writes(
+            server.addr,
+            &[
+                b"GET /item/1 HTTP/1.1\r\n\r\nGET /item/2 HTTP/1.1\r\n\r\n",
+                b"GET /item/3 HTTP/1.1\r\nConnection: close\r\n\r\n",
+            ],
+        );
+        let out = String::from_utf8(out).unwrap();
         assert_eq!(out.matches("HTTP/1.1 200 OK").count(), 3);
         assert!(out.ends_with("item-3"), "{out}");
     }
@@ -815,14 +822,15 @@ mod tests {
             (_, n) => Reply::Body(format!("{target} {n}").into_bytes()),
         })
         .unwrap();
-        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
         // A request body is skipped: the next request on the connection is read after it.
-        s.write_all(b"POST /a?x=1 HTTP/1.1\r\nContent-Length: 5\r\nX-Token: t\r\n\r\nhello")
-            .unwrap();
-        s.write_all(b"GET /a?x=1 HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
+        let out = exchange_writes(
+            server.addr,
+            &[
+                b"POST /a?x=1 HTTP/1.1\r\nContent-Length: 5\r\nX-Token: t\r\n\r\nhello",
+                b"GET /a?x=1 HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n",
+            ],
+        );
+        let out = String::from_utf8(out).unwrap();
         assert!(
             out.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
             "{out}"

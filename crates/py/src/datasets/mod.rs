@@ -35,6 +35,14 @@ fn getitem_runtime() -> PyResult<&'static Runtime> {
     Ok(RUNTIME.get_or_init(|| runtime))
 }
 
+/// `build` run with the interpreter released (CPU work only), its error raised as Python's.
+fn detached<T: Send>(
+    py: Python<'_>,
+    build: impl FnOnce() -> Result<T, dlrs_io::Error> + Send,
+) -> PyResult<T> {
+    py.detach(build).map_err(|e| io_error(&e))
+}
+
 /// `len(dataset)`: Python's lengths are `Py_ssize_t`.
 fn py_len(dataset: &dyn Dataset) -> usize {
     usize::try_from(dataset.len()).unwrap_or(usize::MAX)
@@ -117,9 +125,7 @@ fn cache_arg(py: Python<'_>, kw: &args::Keywords<'_>) -> PyResult<Option<Arc<Cac
     let dir: std::path::PathBuf = dir
         .extract()
         .map_err(|_| wrong_type("cache_dir must be a str or os.PathLike", dir))?;
-    let cache = py
-        .detach(|| Cache::open(dir, budget))
-        .map_err(|e| io_error(&e))?;
+    let cache = detached(py, || Cache::open(dir, budget))?;
     Ok(Some(cache))
 }
 
@@ -338,9 +344,7 @@ dataset_methods!(HttpDataset, cached, {
             Self::shown_options(&options),
             shown_cache(cache.as_ref())
         );
-        let inner = py
-            .detach(|| dlrs_io::HttpDataset::new(urls, options))
-            .map_err(|e| io_error(&e))?;
+        let inner = detached(py, || dlrs_io::HttpDataset::new(urls, options))?;
         Ok(Self {
             inner,
             cache,
@@ -370,9 +374,9 @@ dataset_methods!(HttpDataset, cached, {
         let cache = cache_arg(py, &kw)?;
         let names = shown_columns(&columns);
         let shown_options = Self::shown_options(&options);
-        let inner = py
-            .detach(|| dlrs_io::HttpDataset::from_template(template, columns, length, options))
-            .map_err(|e| io_error(&e))?;
+        let inner = detached(py, || {
+            dlrs_io::HttpDataset::from_template(template, columns, length, options)
+        })?;
         let shown = format!(
             "HttpDataset.from_template({}, columns=[{}], length={}{shown_options}{})",
             quoted(&redact_url(template)),
@@ -431,9 +435,7 @@ dataset_methods!(FileDataset, {
             seconds_shown(options.timeout),
             options.retry.retries
         );
-        let inner = py
-            .detach(|| dlrs_io::FileDataset::new(paths, options))
-            .map_err(|e| io_error(&e))?;
+        let inner = detached(py, || dlrs_io::FileDataset::new(paths, options))?;
         Ok(Self { inner, shown })
     }
 
@@ -463,9 +465,9 @@ dataset_methods!(FileDataset, {
         let options = Self::options(&kw)?;
         let names = shown_columns(&columns);
         let (timeout, retries) = (options.timeout, options.retry.retries);
-        let inner = py
-            .detach(|| dlrs_io::FileDataset::from_template(&template, columns, length, options))
-            .map_err(|e| io_error(&e))?;
+        let inner = detached(py, || {
+            dlrs_io::FileDataset::from_template(&template, columns, length, options)
+        })?;
         let shown = format!(
             "FileDataset.from_template({}, columns=[{}], length={}, timeout={}, retries={retries})",
             quoted(&template),
@@ -542,9 +544,7 @@ dataset_methods!(ObjectStoreDataset, cached, {
             Self::shown_options(&options),
             shown_cache(cache.as_ref())
         );
-        let inner = py
-            .detach(|| dlrs_io::ObjectStoreDataset::new(url, keys, options))
-            .map_err(|e| io_error(&e))?;
+        let inner = detached(py, || dlrs_io::ObjectStoreDataset::new(url, keys, options))?;
         Ok(Self {
             inner,
             cache,
@@ -579,11 +579,9 @@ dataset_methods!(ObjectStoreDataset, cached, {
         let cache = cache_arg(py, &kw)?;
         let names = shown_columns(&columns);
         let shown_options = Self::shown_options(&options);
-        let inner = py
-            .detach(|| {
-                dlrs_io::ObjectStoreDataset::from_template(url, template, columns, length, options)
-            })
-            .map_err(|e| io_error(&e))?;
+        let inner = detached(py, || {
+            dlrs_io::ObjectStoreDataset::from_template(url, template, columns, length, options)
+        })?;
         let shown = format!(
             "ObjectStoreDataset.from_template({}, {}, columns=[{}], length={}{shown_options}{})",
             quoted(&redact_url(url)),
