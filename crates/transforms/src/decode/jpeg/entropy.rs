@@ -107,13 +107,16 @@ pub(super) fn sequential<'a>(
             let mut local = *outer;
             let bits = &mut local;
             let mut block = [0i16; 64];
-            let (_, diff) = dc.decode_value(bits)?;
+            let diff = match dc.fast_value(bits) {
+                Some((_, diff)) => i32::from(diff),
+                None => dc.decode_value(bits)?.1,
+            };
             let pred = &mut state.dc_pred[slot];
             *pred = pred.wrapping_add(diff);
             block[0] = *pred as i16;
             let mut k = 1;
             while k < 64 {
-                if let Some((run, value)) = ac.fast_ac(bits) {
+                if let Some((run, value)) = ac.fast_value(bits) {
                     k += run;
                     block[usize::from(NATURAL[k.min(79)])] = value;
                     k += 1;

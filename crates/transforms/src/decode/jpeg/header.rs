@@ -159,7 +159,7 @@ impl Tables {
             if id > 3 || class > 1 {
                 return Err(Error::corrupt(Format::Jpeg, "bad Huffman table"));
             }
-            let table = Some(Huffman::new(&counts, symbols)?);
+            let table = Some(Huffman::new(&counts, symbols, class == 1)?);
             if class == 0 {
                 self.dc[id] = table;
             } else {

@@ -12,10 +12,11 @@ pub(super) struct Huffman {
     /// `length << 8 | symbol` for the codes of `FAST_BITS` bits or fewer, indexed by the next
     /// `FAST_BITS` bits; 0 where a longer code starts.
     fast: Box<[u16; 1 << FAST_BITS]>,
-    /// For a sequential AC table: where the next `FAST_BITS` bits hold a whole coefficient
-    /// (its code and its value bits), `value << 16 | run << 8 | bits taken`, the end of the
-    /// block a run of 64 and sixteen zeros a run of 15 and a zero; 0 elsewhere.
-    fast_ac: Box<[i32; 1 << FAST_BITS]>,
+    /// Where the next `FAST_BITS` bits hold a whole value (its code and its bits): `value <<
+    /// 16 | run << 8 | bits taken`, 0 elsewhere. For a sequential AC table the value is a
+    /// coefficient after a run of zeros, the end of the block a run of 64 and sixteen zeros a
+    /// run of 15 and a zero; for a DC table, a difference (run 0).
+    fast_value: Box<[i32; 1 << FAST_BITS]>,
     /// The largest code of each length (index 1..=16), -1 where there is none.
     max_code: [i32; 17],
     /// What to add to a code of each length to get the index of its symbol.
@@ -24,8 +25,9 @@ pub(super) struct Huffman {
 }
 
 impl Huffman {
-    /// The table of `counts[l]` codes of length `l + 1` for `symbols`, in order.
-    pub(super) fn new(counts: &[u8; 16], symbols: &[u8]) -> Result<Huffman, Error> {
+    /// The table of `counts[l]` codes of length `l + 1` for `symbols`, in order; `ac` for a
+    /// table of AC coefficients, else of DC differences.
+    pub(super) fn new(counts: &[u8; 16], symbols: &[u8], ac: bool) -> Result<Huffman, Error> {
         let total: usize = counts.iter().map(|&c| usize::from(c)).sum();
         if total != symbols.len() || total > 256 {
             return Err(Error::corrupt(Format::Jpeg, "bad Huffman table"));
@@ -55,28 +57,32 @@ impl Huffman {
             }
             code <<= 1;
         }
-        let mut fast_ac = Box::new([0i32; 1 << FAST_BITS]);
-        for (i, (&entry, ac)) in fast.iter().zip(fast_ac.iter_mut()).enumerate() {
+        let mut fast_value = Box::new([0i32; 1 << FAST_BITS]);
+        for (i, (&entry, slot)) in fast.iter().zip(fast_value.iter_mut()).enumerate() {
             let (len, symbol) = (u32::from(entry >> 8), entry as u8);
             let (run, size) = (i32::from(symbol >> 4), u32::from(symbol & 15));
-            if entry == 0 {
+            if entry == 0 || (!ac && run != 0) {
+                continue;
+            }
+            if size == 0 && !ac {
+                *slot = len as i32;
                 continue;
             }
             if size == 0 {
                 // Sixteen zeros (a run of 15 and a zero), or the end of the block: a run of
                 // 64 takes the position past the last coefficient, where a zero is harmless.
-                *ac = if run == 15 { 15 } else { 64 } << 8 | len as i32;
+                *slot = if run == 15 { 15 } else { 64 } << 8 | len as i32;
                 continue;
             }
             if len + size > FAST_BITS {
                 continue;
             }
             let raw = (i as i32 >> (FAST_BITS - len - size)) & ((1 << size) - 1);
-            *ac = extend(raw, size) << 16 | run << 8 | (len + size) as i32;
+            *slot = extend(raw, size) << 16 | run << 8 | (len + size) as i32;
         }
         Ok(Huffman {
             fast,
-            fast_ac,
+            fast_value,
             max_code,
             offset,
             symbols: symbols.to_vec(),
@@ -97,12 +103,12 @@ impl Huffman {
         Ok(symbol)
     }
 
-    /// A whole AC coefficient from the next bits, if they hold one of the short ones:
-    /// `(run, value)`.
+    /// A whole value from the next bits, if they hold one of the short ones: `(run, value)`
+    /// (see `fast_value`).
     #[inline(always)]
-    pub(super) fn fast_ac(&self, bits: &mut Bits<'_>) -> Option<(usize, i16)> {
+    pub(super) fn fast_value(&self, bits: &mut Bits<'_>) -> Option<(usize, i16)> {
         bits.fill();
-        let e = self.fast_ac[bits.peek(FAST_BITS) as usize];
+        let e = self.fast_value[bits.peek(FAST_BITS) as usize];
         if e == 0 {
             return None;
         }
@@ -357,7 +363,7 @@ mod tests {
         let mut counts = [0u8; 16];
         counts[..12].fill(1);
         let symbols: Vec<u8> = std::iter::once(7).chain(1..=11).collect();
-        let h = Huffman::new(&counts, &symbols).unwrap();
+        let h = Huffman::new(&counts, &symbols, true).unwrap();
         // "0", "10", "11111111110" (11 bits -> 10), "111111111110" (12 bits -> 11)
         let codes = [
             (0b0, 1),
@@ -380,9 +386,28 @@ mod tests {
         assert!(
             Huffman::new(
                 &[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-                &[1, 2, 3]
+                &[1, 2, 3],
+                false
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn whole_values_from_one_lookup() {
+        // Codes "0", "10", "110": DC sizes 0, 2, 3; AC end of block, 0x12 (run 1, size 2), ZRL.
+        let counts = [1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let dc = Huffman::new(&counts, &[0, 2, 3], false).unwrap();
+        let ac = Huffman::new(&counts, &[0x00, 0x12, 0xf0], true).unwrap();
+        // "0" | "10" "01" | "110" "101": DC 0, -2 (01 of 2 bits), 5; then the same bits as AC.
+        let data = [0b0100_1110, 0b1010_0000, 0, 0, 0, 0, 0, 0, 0, 0];
+        let mut b = Bits::new(&data, 0);
+        assert_eq!(dc.fast_value(&mut b), Some((0, 0)));
+        assert_eq!(dc.fast_value(&mut b), Some((0, -2)));
+        assert_eq!(dc.fast_value(&mut b), Some((0, 5)));
+        let mut b = Bits::new(&data, 0);
+        assert_eq!(ac.fast_value(&mut b), Some((64, 0)));
+        assert_eq!(ac.fast_value(&mut b), Some((1, -2)));
+        assert_eq!(ac.fast_value(&mut b), Some((15, 0)));
     }
 }

@@ -301,18 +301,25 @@ mod avx2 {
         let o1 = add!(mul!(t1, F_2_053), add!(z2, z4));
         let o2 = add!(mul!(t2, F_3_072), add!(z2, z3));
         let o3 = add!(mul!(t3, F_1_501), add!(z1, z4));
+        butterfly::<N, 4, 8>([e0, e1, e2, e3], [o3, o2, o1, o0])
+    }
+
+    /// [`butterfly`](super::butterfly): `e[i] + o[i]`, then mirrored `e[i] - o[i]`,
+    /// descaled by `N`.
+    #[target_feature(enable = "avx2")]
+    fn butterfly<const N: i32, const H: usize, const M: usize>(
+        e: [__m256i; H],
+        o: [__m256i; H],
+    ) -> [__m256i; M] {
         let half = _mm256_set1_epi32(1 << (N - 1));
         let d = |v| _mm256_srai_epi32::<N>(_mm256_add_epi32(v, half));
-        [
-            d(add!(e0, o3)),
-            d(add!(e1, o2)),
-            d(add!(e2, o1)),
-            d(add!(e3, o0)),
-            d(sub!(e3, o0)),
-            d(sub!(e2, o1)),
-            d(sub!(e1, o2)),
-            d(sub!(e0, o3)),
-        ]
+        std::array::from_fn(|i| {
+            if i < H {
+                d(add!(e[i], o[i]))
+            } else {
+                d(sub!(e[M - 1 - i], o[M - 1 - i]))
+            }
+        })
     }
 
     /// Lane `i` of row `j` becomes lane `j` of row `i`.
@@ -368,14 +375,7 @@ mod avx2 {
             add!(mul!(z1, -F_0_509), mul!(z2, -F_0_601)),
             add!(mul!(z3, F_0_899), mul!(z4, F_2_562))
         );
-        let half = _mm256_set1_epi32(1 << (N - 1));
-        let d = |v| _mm256_srai_epi32::<N>(_mm256_add_epi32(v, half));
-        [
-            d(add!(e0, o1)),
-            d(add!(e1, o0)),
-            d(sub!(e1, o0)),
-            d(sub!(e0, o1)),
-        ]
+        butterfly::<N, 2, 4>([e0, e1], [o1, o0])
     }
 
     /// [`reduced2`](super::reduced2) along the lanes, descaled by `N`.
@@ -386,9 +386,7 @@ mod avx2 {
             add!(mul!(x[7], -F_0_720), mul!(x[5], F_0_850)),
             add!(mul!(x[3], -F_1_272), mul!(x[1], F_3_624))
         );
-        let half = _mm256_set1_epi32(1 << (N - 1));
-        let d = |v| _mm256_srai_epi32::<N>(_mm256_add_epi32(v, half));
-        [d(add!(even, odd)), d(sub!(even, odd))]
+        butterfly::<N, 1, 2>([even], [odd])
     }
 
     /// The dequantised coefficients, a frequency row a vector.

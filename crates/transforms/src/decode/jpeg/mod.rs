@@ -347,7 +347,16 @@ pub(crate) fn decode(
     }
     let mut out = vec![0u8; window.width * window.height * channels];
     let at = (window.top - y0, window.left - x0);
-    convert_fast(model, &mut ups, &mut out, window.width * channels, at);
+    let row_bytes = window.width * channels;
+    convert_fast(
+        model,
+        &mut ups,
+        Rows {
+            out: &mut out,
+            row_bytes,
+            at,
+        },
+    );
     let raw = Raw {
         width: window.width,
         height: window.height,
@@ -396,16 +405,22 @@ fn outputs_for(f: &Frame, denom: usize, grid: &Grid) -> Vec<Output> {
         .collect()
 }
 
-/// The image's rows (`row_bytes` each) from its components, from row `y0` and column `x0` of
-/// the upsampled planes on: copied, colour converted, or CMYK converted to RGB.
-#[inline(always)]
-fn convert(
-    input: ColorModel,
-    ups: &mut [Upsampler<'_>],
-    out: &mut [u8],
+/// Where [`convert`] writes: `out`, rows of `row_bytes`, from row `at.0` and column `at.1` of
+/// the upsampled planes on.
+struct Rows<'o> {
+    out: &'o mut [u8],
     row_bytes: usize,
-    (y0, x0): (usize, usize),
-) {
+    at: (usize, usize),
+}
+
+/// The image's rows from its components: copied, colour converted, or CMYK converted to RGB.
+#[inline(always)]
+fn convert(input: ColorModel, ups: &mut [Upsampler<'_>], to: Rows<'_>) {
+    let Rows {
+        out,
+        row_bytes,
+        at: (y0, x0),
+    } = to;
     let n = row_bytes
         / if matches!(input, ColorModel::Gray) {
             1
@@ -473,31 +488,19 @@ fn convert(
 
 /// [`convert`] compiled for AVX2 when the CPU has it (the build targets any x86-64), so that
 /// its per-sample loops vectorize twice as wide. The values are the same either way.
-fn convert_fast(
-    input: ColorModel,
-    ups: &mut [Upsampler<'_>],
-    out: &mut [u8],
-    row_bytes: usize,
-    at: (usize, usize),
-) {
+fn convert_fast(input: ColorModel, ups: &mut [Upsampler<'_>], to: Rows<'_>) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2(
-            input: ColorModel,
-            ups: &mut [Upsampler<'_>],
-            out: &mut [u8],
-            row_bytes: usize,
-            at: (usize, usize),
-        ) {
-            convert(input, ups, out, row_bytes, at);
+        fn avx2(input: ColorModel, ups: &mut [Upsampler<'_>], to: Rows<'_>) {
+            convert(input, ups, to);
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: `avx2` only enables instructions the CPU was just found to have.
-            return unsafe { avx2(input, ups, out, row_bytes, at) };
+            return unsafe { avx2(input, ups, to) };
         }
     }
-    convert(input, ups, out, row_bytes, at);
+    convert(input, ups, to);
 }
 
 #[cfg(test)]
