@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import gc
 import os
 import pickle
 import signal
@@ -101,6 +103,14 @@ def in_forked_child(fn):
         pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         try:
+            # pytest-timeout's SIGALRM handler is inherited and needs the interpreter: a child
+            # stuck outside it would never end. The default action kills it; before that, a
+            # watchdog thread prints where every thread is.
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            faulthandler.dump_traceback_later(18, exit=False)
+            # No collection of garbage the parent left: its finalizers could wait on locks
+            # that threads of the parent held at the fork, and those threads are gone.
+            gc.disable()
             signal.alarm(20)
             os.write(w, pickle.dumps(fn()))
         finally:
