@@ -17,7 +17,7 @@
 //!
 //! ```no_run
 //! # #[cfg(all(feature = "file", feature = "transforms"))] {
-//! use std::sync::Arc;
+//! use std::sync::{Arc, Mutex};
 //!
 //! use dlrs_core::{Config, Loader, Shuffle};
 //! use dlrs_io::{FetchOptions, FileDataset, ImageStages, Pipeline};
@@ -44,19 +44,19 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use dlrs_core::per_process::PerProcess;
-use dlrs_core::sync::panic_message;
+use dlrs_core::sync::{lock, panic_message};
 use dlrs_core::{BatchCtx, Epoch, ItemStats, LoadError, Pool, Source, WAIT_SLICE};
 
 use crate::{Dataset, Error, Runtime};
@@ -143,11 +143,20 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// Runs the transforms of one loader on the loader's pool, at most `threads` at once. The
-/// permits are per process: a forked child does not inherit those its parent's jobs hold.
+/// Runs the items' transforms on the loader's pool, at most `threads` at once. A thread that
+/// finishes a transform takes the next one waiting, so that a steady stream of items keeps
+/// `threads` CPUs busy without a hand-over between threads for each item. The queue is per
+/// process: a forked child does not inherit the jobs of its parent's threads.
 pub struct TransformPool {
     threads: usize,
-    permits: PerProcess<Arc<Semaphore>>,
+    queue: PerProcess<Arc<Mutex<Queue>>>,
+}
+
+/// The transforms waiting for a thread, and how many threads are taking them.
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Box<dyn FnOnce() + Send>>,
+    running: usize,
 }
 
 impl std::fmt::Debug for TransformPool {
@@ -164,7 +173,7 @@ impl TransformPool {
     pub fn new(threads: usize) -> TransformPool {
         TransformPool {
             threads: threads.max(1),
-            permits: PerProcess::new(),
+            queue: PerProcess::new(),
         }
     }
 
@@ -174,17 +183,17 @@ impl TransformPool {
         self.threads
     }
 
-    fn permits(&self) -> Arc<Semaphore> {
-        let built = self.permits.get_or_try_init(|| {
-            Ok::<_, std::convert::Infallible>(Arc::new(Semaphore::new(self.threads)))
-        });
+    fn queue(&self) -> Arc<Mutex<Queue>> {
+        let built = self
+            .queue
+            .get_or_try_init(|| Ok::<_, std::convert::Infallible>(Arc::default()));
         match built {
-            Ok(permits) => Arc::clone(permits),
+            Ok(queue) => Arc::clone(queue),
             Err(never) => match never {},
         }
     }
 
-    /// Runs `job`, the transform of item `index`, on `pool` once a permit is free. Dropping the
+    /// Runs `job`, the transform of item `index`, on `pool` once a thread is free. Dropping the
     /// future before the job started skips it. A panic in `job` becomes [`Error::Runtime`].
     pub fn run<T: Send + 'static>(
         &self,
@@ -192,15 +201,10 @@ impl TransformPool {
         index: u64,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-        let (permits, pool) = (self.permits(), pool.clone());
+        let (queue, pool, threads) = (self.queue(), pool.clone(), self.threads);
         async move {
-            let permit = permits
-                .acquire_owned()
-                .await
-                .map_err(|_| Error::Runtime("the loader's transform pool was closed".to_owned()))?;
             let (tx, rx) = oneshot::channel();
-            pool.execute(move || {
-                let _permit = permit;
+            let job = move || {
                 if tx.is_canceled() {
                     return; // the batch was abandoned
                 }
@@ -211,7 +215,30 @@ impl TransformPool {
                     },
                 );
                 let _ = tx.send(result);
-            });
+            };
+            let start = {
+                let mut q = lock(&queue);
+                q.jobs.push_back(Box::new(job));
+                let start = q.running < threads;
+                q.running += usize::from(start);
+                start
+            };
+            if start {
+                pool.execute(move || {
+                    loop {
+                        let next = {
+                            let mut q = lock(&queue);
+                            let next = q.jobs.pop_front();
+                            q.running -= usize::from(next.is_none());
+                            next
+                        };
+                        match next {
+                            Some(job) => job(),
+                            None => break,
+                        }
+                    }
+                });
+            }
             rx.await.unwrap_or_else(|_| {
                 Err(Error::Runtime(
                     "a transform did not finish: the loader's pool stopped".to_owned(),
@@ -564,6 +591,36 @@ mod tests {
             out.resize(start + row, 0);
         }
         out
+    }
+
+    /// At most `threads` transforms run at once, each result goes back to its own future, and
+    /// the threads that start take the waiting transforms one after another.
+    #[test]
+    fn transforms_queue_for_their_threads() {
+        let pool = Pool::new(0, "transform-test");
+        let transforms = TransformPool::new(2);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let threads = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let jobs: Vec<_> = (0..24u64)
+            .map(|i| {
+                let (running, most, threads) = (running.clone(), most.clone(), threads.clone());
+                transforms.run(&pool, i, move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    lock(&threads).insert(std::thread::current().id());
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    i * 10
+                })
+            })
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let results = rt.block_on(futures::future::join_all(jobs));
+        let results: Vec<u64> = results.into_iter().map(Result::unwrap).collect();
+        assert_eq!(results, (0..24).map(|i| i * 10).collect::<Vec<_>>());
+        assert_eq!(most.load(Ordering::SeqCst), 2);
+        assert_eq!(lock(&threads).len(), 2);
     }
 
     /// A loader of `source` with `batch_size` items a batch on `num_workers` workers.
