@@ -615,7 +615,9 @@ mod tests {
                 })
             })
             .collect();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let results = rt.block_on(futures::future::join_all(jobs));
         let results: Vec<u64> = results.into_iter().map(Result::unwrap).collect();
         assert_eq!(results, (0..24).map(|i| i * 10).collect::<Vec<_>>());
