@@ -210,13 +210,19 @@ impl RandomResizedCrop {
     fn crop_resize(
         &self,
         v: &[u8],
-        (_, w, c): (usize, usize, usize),
+        (h, w, c): (usize, usize, usize),
         (top, left, height, width): (usize, usize, usize, usize),
     ) -> Image {
-        let mut crop = Vec::with_capacity(height * width * c);
-        for y in top..top + height {
-            crop.extend_from_slice(&v[(y * w + left) * c..][..width * c]);
-        }
+        // A crop of all of it (a JPEG decoded in the crop's window) needs no copy.
+        let crop: std::borrow::Cow<'_, [u8]> = if (top, left, height, width) == (0, 0, h, w) {
+            v.into()
+        } else {
+            let mut crop = Vec::with_capacity(height * width * c);
+            for y in top..top + height {
+                crop.extend_from_slice(&v[(y * w + left) * c..][..width * c]);
+            }
+            crop.into()
+        };
         let out = resize_u8(
             &crop,
             (height, width, c),
