@@ -28,14 +28,13 @@ struct State {
 }
 
 /// Calls `f(bits, state, slot, bx, by)` for each block of the scan in its order, `slot`
-/// indexing the scan's components, resetting `state` at each restart marker; the blocks of the
-/// first `rows` rows of MCUs only.
+/// indexing the scan's components, resetting `state` at each restart marker (every
+/// `restart_interval` units); the blocks of the first `rows` rows of MCUs only.
 #[inline(always)]
 fn walk<'a>(
     frame: &Frame,
     scan: &Scan,
-    restart_interval: usize,
-    rows: usize,
+    (restart_interval, rows): (usize, usize),
     bits: &mut Bits<'a>,
     mut f: impl FnMut(&mut Bits<'a>, &mut State, usize, usize, usize) -> Result<(), Error>,
 ) -> Result<(), Error> {
@@ -95,50 +94,44 @@ pub(super) fn sequential<'a>(
     for &(_, dc, ac) in &scan.components {
         codes.push((table(&tables.dc, dc, "DC")?, table(&tables.ac, ac, "AC")?));
     }
-    walk(
-        frame,
-        scan,
-        tables.restart_interval,
-        rows,
-        bits,
-        |outer, state, slot, bx, by| {
-            let (dc, ac) = codes[slot];
-            // A copy of the reader, so that its state stays in registers.
-            let mut local = *outer;
-            let bits = &mut local;
-            let mut block = [0i16; 64];
-            let diff = match dc.fast_value(bits) {
-                Some((_, diff)) => i32::from(diff),
-                None => dc.decode_value(bits)?.1,
-            };
-            let pred = &mut state.dc_pred[slot];
-            *pred = pred.wrapping_add(diff);
-            block[0] = *pred as i16;
-            let mut k = 1;
-            while k < 64 {
-                if let Some((run, value)) = ac.fast_value(bits) {
-                    k += run;
-                    block[usize::from(NATURAL[k.min(79)])] = value;
-                    k += 1;
-                    continue;
-                }
-                let (rs, value) = ac.decode_value(bits)?;
-                let r = usize::from(rs >> 4);
-                if rs & 15 != 0 {
-                    k += r;
-                    block[usize::from(NATURAL[k.min(79)])] = value as i16;
-                    k += 1;
-                } else if r == 15 {
-                    k += 16;
-                } else {
-                    break;
-                }
+    let limits = (tables.restart_interval, rows);
+    walk(frame, scan, limits, bits, |outer, state, slot, bx, by| {
+        let (dc, ac) = codes[slot];
+        // A copy of the reader, so that its state stays in registers.
+        let mut local = *outer;
+        let bits = &mut local;
+        let mut block = [0i16; 64];
+        let diff = match dc.fast_value(bits) {
+            Some((_, diff)) => i32::from(diff),
+            None => dc.decode_value(bits)?.1,
+        };
+        let pred = &mut state.dc_pred[slot];
+        *pred = pred.wrapping_add(diff);
+        block[0] = *pred as i16;
+        let mut k = 1;
+        while k < 64 {
+            if let Some((run, value)) = ac.fast_value(bits) {
+                k += run;
+                block[usize::from(NATURAL[k.min(79)])] = value;
+                k += 1;
+                continue;
             }
-            *outer = local;
-            sink(scan.components[slot].0, bx, by, &block);
-            Ok(())
-        },
-    )
+            let (rs, value) = ac.decode_value(bits)?;
+            let r = usize::from(rs >> 4);
+            if rs & 15 != 0 {
+                k += r;
+                block[usize::from(NATURAL[k.min(79)])] = value as i16;
+                k += 1;
+            } else if r == 15 {
+                k += 16;
+            } else {
+                break;
+            }
+        }
+        *outer = local;
+        sink(scan.components[slot].0, bx, by, &block);
+        Ok(())
+    })
 }
 
 /// One progressive scan, its first `rows` rows of MCUs, refining `coefs[component]` (blocks in
@@ -163,35 +156,29 @@ pub(super) fn progressive<'a>(
             band = Some(Band { ss, se, al, ac });
         }
     }
-    walk(
-        frame,
-        scan,
-        tables.restart_interval,
-        rows,
-        bits,
-        |bits, state, slot, bx, by| {
-            let ci = scan.components[slot].0;
-            let blocks_w = frame.components[ci].blocks_w;
-            let block = &mut coefs[ci][by * blocks_w + bx];
-            match (ss, ah, band) {
-                (0, 0, _) => {
-                    let s = u32::from(dc_codes[slot].decode(bits)?);
-                    let pred = &mut state.dc_pred[slot];
-                    *pred = pred.wrapping_add(bits.extend(s.min(16)));
-                    block[0] = pred.wrapping_shl(al) as i16;
-                }
-                (0, _, _) => {
-                    if bits.bit() {
-                        block[0] |= 1 << al;
-                    }
-                }
-                (_, 0, Some(band)) => band.first(bits, block, &mut state.eob_run)?,
-                (_, _, Some(band)) => band.refine(bits, block, &mut state.eob_run)?,
-                (_, _, None) => unreachable!("AC scans have their table"),
+    let limits = (tables.restart_interval, rows);
+    walk(frame, scan, limits, bits, |bits, state, slot, bx, by| {
+        let ci = scan.components[slot].0;
+        let blocks_w = frame.components[ci].blocks_w;
+        let block = &mut coefs[ci][by * blocks_w + bx];
+        match (ss, ah, band) {
+            (0, 0, _) => {
+                let s = u32::from(dc_codes[slot].decode(bits)?);
+                let pred = &mut state.dc_pred[slot];
+                *pred = pred.wrapping_add(bits.extend(s.min(16)));
+                block[0] = pred.wrapping_shl(al) as i16;
             }
-            Ok(())
-        },
-    )
+            (0, _, _) => {
+                if bits.bit() {
+                    block[0] |= 1 << al;
+                }
+            }
+            (_, 0, Some(band)) => band.first(bits, block, &mut state.eob_run)?,
+            (_, _, Some(band)) => band.refine(bits, block, &mut state.eob_run)?,
+            (_, _, None) => unreachable!("AC scans have their table"),
+        }
+        Ok(())
+    })
 }
 
 /// An AC scan's band of coefficients (zig-zag `ss..=se`) and the bit it brings (`al`).

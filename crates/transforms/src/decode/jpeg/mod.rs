@@ -455,29 +455,22 @@ fn convert(input: ColorModel, ups: &mut [Upsampler<'_>], to: Rows<'_>) {
                 ycc::interleave(r, g, b, o);
             }
         }
-        (ColorModel::Cmyk, [c, m, ye, k]) => {
+        (ColorModel::Cmyk | ColorModel::Ycck, [p, q, r, k]) => {
+            let ycck = matches!(input, ColorModel::Ycck);
             let mut cmyk = vec![0u8; row_bytes / 3 * 4];
             for (y, o) in rows.enumerate() {
                 let (y, xs) = at(y);
-                let (c, m) = (&c.row(y)[xs.clone()], &m.row(y)[xs.clone()]);
-                let (ye, k) = (&ye.row(y)[xs.clone()], &k.row(y)[xs]);
+                let (p, q) = (&p.row(y)[xs.clone()], &q.row(y)[xs.clone()]);
+                let (r, k) = (&r.row(y)[xs.clone()], &k.row(y)[xs]);
                 for (i, px) in cmyk.chunks_exact_mut(4).enumerate() {
-                    // Pillow reads 4 components as inverted (Adobe) CMYK.
-                    px.copy_from_slice(&[255 - c[i], 255 - m[i], 255 - ye[i], 255 - k[i]]);
-                }
-                cmyk_row_to_rgb(&cmyk, o);
-            }
-        }
-        (ColorModel::Ycck, [l, cb, cr, k]) => {
-            let mut cmyk = vec![0u8; row_bytes / 3 * 4];
-            for (y, o) in rows.enumerate() {
-                let (y, xs) = at(y);
-                let (l, cb) = (&l.row(y)[xs.clone()], &cb.row(y)[xs.clone()]);
-                let (cr, k) = (&cr.row(y)[xs.clone()], &k.row(y)[xs]);
-                for (i, px) in cmyk.chunks_exact_mut(4).enumerate() {
-                    // libjpeg makes CMYK of 255 - R, G, B; Pillow inverts it back.
-                    let [r, g, b] = ycc::pixel(l[i], cb[i], cr[i]);
-                    px.copy_from_slice(&[r, g, b, 255 - k[i]]);
+                    px.copy_from_slice(&if ycck {
+                        // libjpeg makes CMYK of 255 - R, G, B; Pillow inverts it back.
+                        let [r, g, b] = ycc::pixel(p[i], q[i], r[i]);
+                        [r, g, b, 255 - k[i]]
+                    } else {
+                        // Pillow reads 4 components as inverted (Adobe) CMYK.
+                        [255 - p[i], 255 - q[i], 255 - r[i], 255 - k[i]]
+                    });
                 }
                 cmyk_row_to_rgb(&cmyk, o);
             }
