@@ -144,3 +144,45 @@ proptest! {
         }
     }
 }
+
+/// The JPEGs decoded in part (`decode.rs`), damaged: a window of any place and size, at any
+/// reduction, gives an error or an image of the window it reports.
+fn mutated_jpeg() -> impl Strategy<Value = Vec<u8>> {
+    const JPEGS: [&str; 4] = [
+        "window420r.jpg",
+        "window422p.jpg",
+        "windowgray.jpg",
+        "windowcmyk.jpg",
+    ];
+    (
+        0..JPEGS.len(),
+        proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+    )
+        .prop_map(|(i, flips)| {
+            let mut data = fixture(JPEGS[i]);
+            for (at, v) in flips {
+                let at = at.index(data.len());
+                data[at] = v;
+            }
+            data
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn damaged_windows_never_panic(
+        data in mutated_jpeg(),
+        scale in prop::sample::select(vec![1usize, 2, 4, 8]),
+        (top, left, height, width) in (0usize..200, 0usize..250, 0usize..200, 0usize..250),
+    ) {
+        let window = dlrs_transforms::Rect { top, left, height, width };
+        match Decode::default().decode_window(&data, &|_, _| (scale, Some(window))) {
+            Ok((image, from)) => {
+                prop_assert_eq!((image.height(), image.width()), (from.window.height, from.window.width));
+            }
+            Err(e) => prop_assert!(is_decoding_error(&e), "{e:?}"),
+        }
+    }
+}
