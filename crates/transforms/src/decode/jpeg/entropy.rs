@@ -110,10 +110,19 @@ pub(super) fn sequential<'a>(
         block[0] = *pred as i16;
         let mut k = 1;
         while k < 64 {
-            if let Some((run, value)) = ac.fast_value(bits) {
+            // `fill` leaves at least 32 bits: three short values (10 bits at most) in a row.
+            bits.fill();
+            let mut short = 0;
+            while short < 3 && k < 64 {
+                let Some((run, value)) = ac.fast_value_filled(bits) else {
+                    break;
+                };
                 k += run;
                 block[usize::from(NATURAL[k.min(79)])] = value;
                 k += 1;
+                short += 1;
+            }
+            if short == 3 || k >= 64 {
                 continue;
             }
             let (rs, value) = ac.decode_value(bits)?;

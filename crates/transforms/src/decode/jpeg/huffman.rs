@@ -108,6 +108,12 @@ impl Huffman {
     #[inline(always)]
     pub(super) fn fast_value(&self, bits: &mut Bits<'_>) -> Option<(usize, i16)> {
         bits.fill();
+        self.fast_value_filled(bits)
+    }
+
+    /// [`Huffman::fast_value`] when `fill` has left at least `FAST_BITS` bits.
+    #[inline(always)]
+    pub(super) fn fast_value_filled(&self, bits: &mut Bits<'_>) -> Option<(usize, i16)> {
         let e = self.fast_value[bits.peek(FAST_BITS) as usize];
         if e == 0 {
             return None;
