@@ -41,9 +41,11 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// [`Transform::apply_keyed`] for an input that was decoded reduced (`from`): the step
-    /// reads the region [`Transform::shrink`] named, scaled, and makes the same size of it.
-    /// Only steps whose `shrink` is `Some` are asked; the default ignores the reduction.
+    /// [`Transform::apply_keyed`] for an input that was decoded reduced or only in part
+    /// (`from`: the item holds `from.window` of the reduced image): the step reads the region
+    /// [`Transform::shrink`] named, scaled, and makes the same size of it. Only steps whose
+    /// `shrink` is `Some` are asked, and only with a part their [`Transform::window`] named;
+    /// the default ignores the reduction.
     ///
     /// # Errors
     /// As [`Transform::apply`].
