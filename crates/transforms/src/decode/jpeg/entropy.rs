@@ -29,12 +29,13 @@ struct State {
 
 /// Calls `f(bits, state, slot, bx, by)` for each block of the scan in its order, `slot`
 /// indexing the scan's components, resetting `state` at each restart marker (every
-/// `restart_interval` units); the blocks of the first `rows` rows of MCUs only.
+/// `restart_interval` units); the blocks of the units from `first` (0, or a restart boundary
+/// with `bits` at the marker before it) within the first `rows` rows of MCUs only.
 #[inline(always)]
 fn walk<'a>(
     frame: &Frame,
     scan: &Scan,
-    (restart_interval, rows): (usize, usize),
+    (restart_interval, first, rows): (usize, usize, usize),
     bits: &mut Bits<'a>,
     mut f: impl FnMut(&mut Bits<'a>, &mut State, usize, usize, usize) -> Result<(), Error>,
 ) -> Result<(), Error> {
@@ -42,7 +43,7 @@ fn walk<'a>(
         dc_pred: vec![0; scan.components.len()],
         eob_run: 0,
     };
-    let mut units = 0usize;
+    let mut units = first;
     // Past the restart marker before the next unit, if one comes there.
     let mut next_unit = |bits: &mut Bits<'a>, state: &mut State| {
         if restart_interval > 0 && units > 0 && units % restart_interval == 0 {
@@ -56,22 +57,20 @@ fn walk<'a>(
         // One component: its blocks in raster order, each a unit.
         let c = &frame.components[ci];
         let (w, h) = frame.samples(c);
-        for by in 0..h.div_ceil(8).min(rows * c.v) {
-            for bx in 0..w.div_ceil(8) {
-                next_unit(bits, &mut state);
-                f(bits, &mut state, 0, bx, by)?;
-            }
+        let across = w.div_ceil(8);
+        for u in first..h.div_ceil(8).min(rows * c.v) * across {
+            next_unit(bits, &mut state);
+            f(bits, &mut state, 0, u % across, u / across)?;
         }
     } else {
-        for my in 0..frame.mcus_y.min(rows) {
-            for mx in 0..frame.mcus_x {
-                next_unit(bits, &mut state);
-                for (slot, &(ci, _, _)) in scan.components.iter().enumerate() {
-                    let c = &frame.components[ci];
-                    for v in 0..c.v {
-                        for h in 0..c.h {
-                            f(bits, &mut state, slot, mx * c.h + h, my * c.v + v)?;
-                        }
+        for u in first..frame.mcus_y.min(rows) * frame.mcus_x {
+            let (my, mx) = (u / frame.mcus_x, u % frame.mcus_x);
+            next_unit(bits, &mut state);
+            for (slot, &(ci, _, _)) in scan.components.iter().enumerate() {
+                let c = &frame.components[ci];
+                for v in 0..c.v {
+                    for h in 0..c.h {
+                        f(bits, &mut state, slot, mx * c.h + h, my * c.v + v)?;
                     }
                 }
             }
@@ -80,21 +79,57 @@ fn walk<'a>(
     Ok(())
 }
 
-/// A sequential scan, its first `rows` rows of MCUs: `sink(component, bx, by, block)` for each
-/// decoded block.
+/// The unit (see `walk`) at which MCU row `row` of the scan starts.
+pub(super) fn first_unit_of_row(frame: &Frame, scan: &Scan, row: usize) -> usize {
+    if let [(ci, _, _)] = scan.components[..] {
+        let c = &frame.components[ci];
+        row * c.v * frame.samples(c).0.div_ceil(8)
+    } else {
+        row * frame.mcus_x
+    }
+}
+
+/// Where the `n`-th restart marker (from 1) of the entropy-coded data at `at` is, if the data
+/// gets there with its markers in order (RST0 to RST7, round again) and no other marker first.
+pub(super) fn restart_marker(data: &[u8], mut at: usize, n: usize) -> Option<usize> {
+    let mut seen = 0;
+    while let Some(i) = data.get(at..)?.iter().position(|&b| b == 0xff) {
+        let p = at + i;
+        match *data.get(p + 1)? {
+            // A stuffed zero, or a fill byte before what follows.
+            0x00 => at = p + 2,
+            0xff => at = p + 1,
+            m @ 0xd0..=0xd7 => {
+                if usize::from(m - 0xd0) != seen % 8 {
+                    return None;
+                }
+                seen += 1;
+                if seen == n {
+                    return Some(p);
+                }
+                at = p + 2;
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+/// A sequential scan, its units from `first` (see `walk`) in its first `rows` rows of MCUs:
+/// `sink(component, bx, by, block)` for each decoded block.
 pub(super) fn sequential<'a>(
     frame: &Frame,
     scan: &Scan,
     tables: &Tables,
     bits: &mut Bits<'a>,
-    rows: usize,
+    (first, rows): (usize, usize),
     mut sink: impl FnMut(usize, usize, usize, &Block),
 ) -> Result<(), Error> {
     let mut codes = Vec::with_capacity(scan.components.len());
     for &(_, dc, ac) in &scan.components {
         codes.push((table(&tables.dc, dc, "DC")?, table(&tables.ac, ac, "AC")?));
     }
-    let limits = (tables.restart_interval, rows);
+    let limits = (tables.restart_interval, first, rows);
     walk(frame, scan, limits, bits, |outer, state, slot, bx, by| {
         let (dc, ac) = codes[slot];
         // A copy of the reader, so that its state stays in registers.
@@ -165,7 +200,7 @@ pub(super) fn progressive<'a>(
             band = Some(Band { ss, se, al, ac });
         }
     }
-    let limits = (tables.restart_interval, rows);
+    let limits = (tables.restart_interval, 0, rows);
     walk(frame, scan, limits, bits, |bits, state, slot, bx, by| {
         let ci = scan.components[slot].0;
         let blocks_w = frame.components[ci].blocks_w;
@@ -288,5 +323,23 @@ impl Band<'_> {
             *run -= 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restart_marker;
+
+    #[test]
+    fn restart_markers_in_order_only() {
+        // Data, a stuffed 0xff, RST0, fill bytes before RST1, data, RST2.
+        let data = [1, 0xff, 0x00, 2, 0xff, 0xd0, 3, 0xff, 0xff, 0xd1, 4, 0xff, 0xd2, 5];
+        assert_eq!(restart_marker(&data, 0, 1), Some(4));
+        assert_eq!(restart_marker(&data, 0, 2), Some(8));
+        assert_eq!(restart_marker(&data, 0, 3), Some(11));
+        assert_eq!(restart_marker(&data, 0, 4), None);
+        // Out of order (RST0 then RST2), or another marker first: no skipping.
+        assert_eq!(restart_marker(&[0xff, 0xd0, 0xff, 0xd2], 0, 2), None);
+        assert_eq!(restart_marker(&[0xff, 0xd9, 0xff, 0xd0], 0, 1), None);
     }
 }

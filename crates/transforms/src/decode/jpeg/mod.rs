@@ -253,12 +253,26 @@ pub(crate) fn decode(
                 if whole {
                     // The common case: one scan of everything, each block to its plane at once.
                     outputs.iter_mut().for_each(Output::allocate);
+                    // With restart markers, the intervals above the decoded MCUs are passed
+                    // over unread: each starts its DC predictions afresh.
+                    let mut first = 0;
+                    let interval = tables.restart_interval;
+                    let skip = match interval {
+                        0 => 0,
+                        r => entropy::first_unit_of_row(f, &scan, grid.y.start) / r,
+                    };
+                    if skip > 0
+                        && let Some(marker) = entropy::restart_marker(data, at, skip)
+                    {
+                        bits = Bits::new(data, marker);
+                        first = skip * interval;
+                    }
                     entropy::sequential(
                         f,
                         &scan,
                         &tables,
                         &mut bits,
-                        rows,
+                        (first, rows),
                         |ci, bx, by, block| outputs[ci].put(bx, by, block),
                     )?;
                 } else {
@@ -276,7 +290,7 @@ pub(crate) fn decode(
                             &scan,
                             &tables,
                             &mut bits,
-                            rows,
+                            (0, rows),
                             |ci, bx, by, block| {
                                 store[ci][by * f.components[ci].blocks_w + bx] = *block;
                             },
