@@ -173,7 +173,8 @@ impl Decode {
     /// one: every pixel as in the whole image. Other formats whole, at full size. Returns the
     /// image and what of the full one it is.
     ///
-    /// The entropy-coded data below the window is not read: damage there goes unnoticed.
+    /// The entropy-coded data below the window (and, between restart markers, above it) is not
+    /// read: damage there goes unnoticed.
     pub fn decode_window(
         &self,
         data: &[u8],

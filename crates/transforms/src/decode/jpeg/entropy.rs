@@ -333,7 +333,9 @@ mod tests {
     #[test]
     fn restart_markers_in_order_only() {
         // Data, a stuffed 0xff, RST0, fill bytes before RST1, data, RST2.
-        let data = [1, 0xff, 0x00, 2, 0xff, 0xd0, 3, 0xff, 0xff, 0xd1, 4, 0xff, 0xd2, 5];
+        let data = [
+            1, 0xff, 0x00, 2, 0xff, 0xd0, 3, 0xff, 0xff, 0xd1, 4, 0xff, 0xd2, 5,
+        ];
         assert_eq!(restart_marker(&data, 0, 1), Some(4));
         assert_eq!(restart_marker(&data, 0, 2), Some(8));
         assert_eq!(restart_marker(&data, 0, 3), Some(11));

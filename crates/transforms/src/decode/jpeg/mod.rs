@@ -136,8 +136,8 @@ impl Grid {
 /// window it names, when it names one: every sample as in the whole image. Returns the window
 /// decoded (the whole reduced image without one).
 ///
-/// With a window, the entropy-coded data after its last row is not read: damage there goes
-/// unnoticed.
+/// With a window, the entropy-coded data after its last row, and the restart intervals wholly
+/// above it, are not read: damage there goes unnoticed.
 pub(crate) fn decode(
     data: &[u8],
     limits: &DecodeLimits,
