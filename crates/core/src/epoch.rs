@@ -23,7 +23,7 @@ use crate::plan::EpochPlan;
 use crate::pool::Pool;
 use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
-use crate::sync::{Condvar, Mutex, lock, wait, wait_timeout};
+use crate::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait, wait_timeout};
 
 /// Why a batch did not load.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,8 +98,16 @@ struct Ring<B, E> {
     next_deliver: u64,
     /// Slot `i` holds batch `next_deliver + i` once it landed.
     slots: VecDeque<Option<Outcome<B, E>>>,
+    /// The consumer sleeps until the batch it waits for lands.
     consumer_waiting: bool,
+    /// The consumer is inside a wait of [`Epoch::recv`], asleep or not: for a turn-taking
+    /// source, it holds no turn.
+    consumer_in_recv: bool,
     workers_waiting: usize,
+    /// Workers of a turn-taking source inside a session or about to enter one.
+    sessions: usize,
+    /// How many times `sessions` fell to zero.
+    session_breaks: u64,
     peak_in_flight: u64,
 }
 
@@ -135,6 +143,8 @@ struct Shared<S: Source> {
     ready: Condvar,
     space: Condvar,
     capacity: u64,
+    /// The source's sessions take turns with the consumer ([`Source::takes_turns`]).
+    turns: bool,
 }
 
 enum Mode<S: Source> {
@@ -202,12 +212,16 @@ impl<S: Source> Epoch<S> {
                     next_deliver: start,
                     slots: VecDeque::new(),
                     consumer_waiting: false,
+                    consumer_in_recv: false,
                     workers_waiting: 0,
+                    sessions: 0,
+                    session_breaks: 0,
                     peak_in_flight: 0,
                 }),
                 ready: Condvar::new(),
                 space: Condvar::new(),
                 capacity,
+                turns: source.takes_turns(),
             });
             let runners = u64::try_from(num_workers)
                 .unwrap_or(u64::MAX)
@@ -351,31 +365,42 @@ impl<S: Source> Epoch<S> {
         if b >= num_batches {
             return Recv::Finished;
         }
-        loop {
+        let mut yielded = false;
+        let recv = loop {
             if ring.next_landed() {
                 let outcome = ring.slots.pop_front().flatten().expect("landed");
                 ring.next_deliver += 1;
+                ring.consumer_in_recv = false;
                 let wake = ring.workers_waiting > 0;
                 drop(ring);
                 if wake {
                     shared.space.notify_one();
                 }
-                waited(waited_since);
                 stats.delivered(plan.batch_len(b), outcome.is_ok());
-                return Recv::Batch(outcome);
+                break Recv::Batch(outcome);
             }
             if ring.next_claim <= b && epoch.cancelled.is_set() {
                 // Abandoned while still in use (the process exits): no worker will load this
                 // batch, so it fails instead of being waited for.
                 ring.next_claim = b + 1;
                 ring.next_deliver = b + 1;
-                return Recv::Batch(Err(LoadError::Cancelled));
+                ring.consumer_in_recv = false;
+                break Recv::Batch(Err(LoadError::Cancelled));
             }
             if timeout == Some(Duration::ZERO) {
                 return Recv::Pending;
             }
-            ring.consumer_waiting = true;
             waited_since.get_or_insert_with(Instant::now);
+            if shared.turns && !yielded {
+                // Until the batch landed and the session that loaded it let the lock go: then
+                // the caller takes the lock back without sleeping on it.
+                yielded = true;
+                ring.consumer_in_recv = true;
+                ring = yield_until(shared, ring, |r| r.next_landed() && r.sessions == 0);
+                continue;
+            }
+            ring.consumer_waiting = true;
+            ring.consumer_in_recv = true;
             match timeout {
                 None => ring = wait(&shared.ready, ring),
                 Some(t) => {
@@ -383,14 +408,15 @@ impl<S: Source> Epoch<S> {
                     ring = r;
                     if timed_out && !ring.next_landed() {
                         ring.consumer_waiting = false;
-                        drop(ring);
-                        waited(waited_since);
-                        return Recv::Pending;
+                        ring.consumer_in_recv = false;
+                        break Recv::Pending;
                     }
                 }
             }
             ring.consumer_waiting = false;
-        }
+        };
+        waited(waited_since);
+        recv
     }
 }
 
@@ -509,9 +535,15 @@ fn stops<S: Source>(
 }
 
 /// Waits until the ring has room for another batch; false when the epoch is over or abandoned.
-/// Claims nothing: another worker may take the room first.
+/// Claims nothing: another worker may take the room first. For a turn-taking source it yields
+/// for a while before it sleeps: its consumer takes the batches it waited for at once.
 fn wait_for_room<S: Source>(shared: &Shared<S>, ctx: &BatchCtx, num_batches: u64) -> bool {
     let mut ring = lock(&shared.ring);
+    if shared.turns {
+        ring = yield_until(shared, ring, |r| {
+            r.over(ctx, num_batches) || r.has_room(shared.capacity)
+        });
+    }
     loop {
         if stops(shared, &ring, ctx, num_batches) {
             return false;
@@ -525,13 +557,98 @@ fn wait_for_room<S: Source>(shared: &Shared<S>, ctx: &BatchCtx, num_batches: u64
     }
 }
 
+/// How long a waiter of a turn-taking source yields its processor, checking again after each
+/// time, before it sleeps: longer than a hand-over of small batches takes, shorter than any
+/// batch worth the wait.
+const TURN_SPIN: Duration = Duration::from_micros(100);
+
+/// At most this many yields, whatever the clock says (under the model checker, whose clock
+/// stands still, this is what ends a spin).
+#[cfg(not(all(test, dlrs_model)))]
+const TURN_YIELDS: u32 = u32::MAX;
+#[cfg(all(test, dlrs_model))]
+const TURN_YIELDS: u32 = 2;
+
+type RingGuard<'a, S> = MutexGuard<'a, Ring<<S as Source>::Batch, <S as Source>::Error>>;
+
+/// Lets the lock go and yields the processor, again and again, until `done` holds for the ring
+/// or [`TURN_SPIN`] has passed; returns the ring locked. A thread that waits like this is woken
+/// by no one: the thread it waits for finds it running, not asleep on another processor.
+fn yield_until<'a, S: Source>(
+    shared: &'a Shared<S>,
+    mut ring: RingGuard<'a, S>,
+    done: impl Fn(&Ring<S::Batch, S::Error>) -> bool,
+) -> RingGuard<'a, S> {
+    let start = Instant::now();
+    let mut yields = 0;
+    while !done(&ring) && yields < TURN_YIELDS && start.elapsed() < TURN_SPIN {
+        drop(ring);
+        thread::yield_now();
+        yields += 1;
+        ring = lock(&shared.ring);
+    }
+    ring
+}
+
+/// How long a session of a turn-taking source must run without a break before a worker enters
+/// another beside it: the items of such a session let the lock go while they wait (sleeping,
+/// reading a file), and then both sessions make progress.
+const BESIDE_AFTER: Duration = Duration::from_millis(1);
+
+/// A worker of a turn-taking source waits for its turn: the consumer waits for a batch that has
+/// not landed and no session runs. Then it counts itself in; the consumer takes its batch once
+/// no session is counted. Without its turn, it enters when no session runs and the consumer is
+/// away (running code of its own, which may let the lock go), or beside a session that ran
+/// without a break for [`BESIDE_AFTER`]. Between checks it yields for [`TURN_SPIN`], then
+/// sleeps until the consumer takes a batch or [`BESIDE_AFTER`] passed.
+fn enter_turn<'a, S: Source>(
+    shared: &'a Shared<S>,
+    ctx: &BatchCtx,
+    num_batches: u64,
+) -> InTurn<'a, S> {
+    let turn = |r: &Ring<S::Batch, S::Error>| {
+        r.over(ctx, num_batches) || (r.consumer_in_recv && !r.next_landed() && r.sessions == 0)
+    };
+    let mut ring = lock(&shared.ring);
+    loop {
+        ring = yield_until(shared, ring, turn);
+        if turn(&ring) || (ring.sessions == 0 && !ring.consumer_in_recv) {
+            break;
+        }
+        let breaks = ring.session_breaks;
+        ring.workers_waiting += 1;
+        let (r, timed_out) = wait_timeout(&shared.space, ring, BESIDE_AFTER);
+        ring = r;
+        ring.workers_waiting -= 1;
+        if timed_out && ring.sessions > 0 && ring.session_breaks == breaks {
+            break;
+        }
+    }
+    ring.sessions += 1;
+    InTurn(shared)
+}
+
+/// A worker of a turn-taking source in its session: counted out when it leaves (or unwinds).
+struct InTurn<'a, S: Source>(&'a Shared<S>);
+
+impl<S: Source> Drop for InTurn<'_, S> {
+    fn drop(&mut self) {
+        let mut ring = lock(&self.0.ring);
+        ring.sessions -= 1;
+        if ring.sessions == 0 {
+            ring.session_breaks += 1;
+        }
+    }
+}
+
 /// A worker: waits for room in the ring, then enters a [`Source::session`] and loads every
 /// batch it can claim, back to back, storing each in its slot.
 ///
 /// Batches are claimed inside the session, not before it: a source whose session waits for
 /// something shared (an interpreter lock) never holds a claimed batch while it waits, so the
 /// batch the consumer needs next is never stuck behind a worker that cannot run. The worker
-/// leaves the session when the ring is full, before it waits for room.
+/// leaves the session when the ring is full, before it waits for room. For a turn-taking
+/// source it first waits for its turn ([`enter_turn`]).
 fn run_worker<S: Source>(
     shared: &Shared<S>,
     source: &S,
@@ -542,6 +659,7 @@ fn run_worker<S: Source>(
     let mut indices = Vec::new();
     let mut done: Option<Finished<S>> = None;
     while wait_for_room(shared, &ctx, num_batches) {
+        let turn = shared.turns.then(|| enter_turn(shared, &ctx, num_batches));
         let over = source.session(|| {
             loop {
                 let b = match store_and_claim(shared, &ctx, &mut done, num_batches) {
@@ -556,6 +674,7 @@ fn run_worker<S: Source>(
                 shared.stats.load.record(t.elapsed());
             }
         });
+        drop(turn);
         if over {
             return;
         }
@@ -651,6 +770,80 @@ mod tests {
         }
     }
 
+    /// A source that takes turns with its consumer; counts the batches whose load started.
+    /// With `first_waits`, batch 0 loads only once batch 1 started (else it fails, after 10 s).
+    #[derive(Default)]
+    struct Turns {
+        first_waits: bool,
+        started: Mutex<u64>,
+        changed: Condvar,
+    }
+
+    impl Source for Turns {
+        type Batch = u64;
+        type Error = ();
+
+        fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<u64, LoadError<()>> {
+            let mut started = lock(&self.started);
+            *started += 1;
+            self.changed.notify_all();
+            if self.first_waits && indices[0] == 0 {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while *started < 2 {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(LoadError::Source(()));
+                    }
+                    started = wait_timeout(&self.changed, started, left).0;
+                }
+            }
+            Ok(indices[0])
+        }
+
+        fn takes_turns(&self) -> bool {
+            true
+        }
+    }
+
+    fn turns_loader(source: Turns) -> Loader<Turns> {
+        let config = Config {
+            batch_size: 1,
+            num_workers: 2,
+            prefetch_depth: 2,
+            ..Config::default()
+        };
+        Loader::new(source, config).unwrap()
+    }
+
+    #[test]
+    fn a_session_that_runs_long_gets_another_beside_it() {
+        // Batch 0 waits for batch 1 to start: a second session must enter beside the first
+        // (as when items let the interpreter go while they sleep or read).
+        let loader = turns_loader(Turns {
+            first_waits: true,
+            ..Turns::default()
+        });
+        let got: Vec<_> = (&loader.epoch(Order::Sequential { len: 6 })).collect();
+        assert_eq!(got, (0..6).map(Ok).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_turn_taking_source_loads_ahead_while_the_consumer_is_away() {
+        // The consumer does not ask yet (a training step): the workers still fill the ring.
+        let loader = turns_loader(Turns::default());
+        let epoch = loader.epoch(Order::Sequential { len: 10 });
+        let source = epoch.source();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut started = lock(&source.started);
+        while *started < 4 && Instant::now() < deadline {
+            started = wait_timeout(&source.changed, started, Duration::from_millis(10)).0;
+        }
+        assert_eq!(*started, 4, "the ring's 4 batches loaded ahead");
+        drop(started);
+        let got: Vec<_> = (&epoch).collect();
+        assert_eq!(got, (0..10).map(Ok).collect::<Vec<_>>());
+    }
+
     /// Its sessions wait until `open` before they load anything.
     #[derive(Default)]
     struct Gated {
@@ -738,6 +931,7 @@ mod model {
         loads: Vec<AtomicUsize>,
         loading: AtomicUsize,
         most_loading: AtomicUsize,
+        turns: bool,
     }
 
     impl Source for Numbered {
@@ -754,10 +948,20 @@ mod model {
             self.loading.fetch_sub(1, Ordering::SeqCst);
             Ok(indices[0])
         }
+
+        fn takes_turns(&self) -> bool {
+            self.turns
+        }
     }
 
-    /// An epoch of `batches` batches of one item on a pool of its own.
-    fn start(workers: usize, prefetch: usize, batches: u64) -> (Epoch<Numbered>, Arc<Numbered>) {
+    /// An epoch of `batches` batches of one item on a pool of its own; its source takes turns
+    /// with the consumer or not.
+    fn start(
+        workers: usize,
+        prefetch: usize,
+        batches: u64,
+        turns: bool,
+    ) -> (Epoch<Numbered>, Arc<Numbered>) {
         let config = Config {
             num_workers: workers,
             prefetch_depth: prefetch,
@@ -767,6 +971,7 @@ mod model {
             loads: (0..batches).map(|_| AtomicUsize::new(0)).collect(),
             loading: AtomicUsize::new(0),
             most_loading: AtomicUsize::new(0),
+            turns,
         });
         let plan = EpochPlan::new(Order::Sequential { len: batches }, 1, false);
         let pool = Pool::new(workers, "model");
@@ -797,6 +1002,12 @@ mod model {
             ring.slots.len() as u64 <= in_flight,
             "a slot for an unclaimed batch"
         );
+        let workers = epoch.pool.size();
+        assert!(
+            ring.sessions <= workers,
+            "{} sessions counted",
+            ring.sessions
+        );
     }
 
     /// Ends the epoch and its pool; shuttle fails the run if a thread never ends.
@@ -823,10 +1034,10 @@ mod model {
         }
     }
 
-    fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64) {
+    fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64, turns: bool) {
         check(
             move || {
-                let (epoch, source) = start(workers, prefetch, batches);
+                let (epoch, source) = start(workers, prefetch, batches, turns);
                 for b in 0..batches {
                     match next(&epoch, b) {
                         Recv::Batch(Ok(got)) => assert_eq!(got, b),
@@ -848,17 +1059,27 @@ mod model {
 
     #[test]
     fn one_worker_delivers_every_batch_once_in_order() {
-        every_batch_once_in_order(1, 1, 4);
+        every_batch_once_in_order(1, 1, 4, false);
     }
 
     #[test]
     fn two_workers_deliver_every_batch_once_in_order() {
-        every_batch_once_in_order(2, 1, 5);
+        every_batch_once_in_order(2, 1, 5, false);
     }
 
     #[test]
     fn three_workers_on_a_deep_ring_deliver_every_batch_once_in_order() {
-        every_batch_once_in_order(3, 2, 6);
+        every_batch_once_in_order(3, 2, 6, false);
+    }
+
+    #[test]
+    fn one_worker_taking_turns_delivers_every_batch_once_in_order() {
+        every_batch_once_in_order(1, 1, 4, true);
+    }
+
+    #[test]
+    fn two_workers_taking_turns_deliver_every_batch_once_in_order() {
+        every_batch_once_in_order(2, 1, 5, true);
     }
 
     #[test]
@@ -866,7 +1087,8 @@ mod model {
         check(
             || {
                 let (workers, prefetch, batches) = (2, 1, 8);
-                let (epoch, source) = start(workers, prefetch, batches);
+                let turns = shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5);
+                let (epoch, source) = start(workers, prefetch, batches, turns);
                 // Batches taken before the drop: 0, 1 or 2, as the model picks.
                 let taken = shuttle::rand::Rng::gen_range(&mut shuttle::rand::thread_rng(), 0..3);
                 for b in 0..taken {
@@ -892,7 +1114,8 @@ mod model {
         check(
             || {
                 let batches = 5;
-                let (epoch, source) = start(2, 1, batches);
+                let turns = shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5);
+                let (epoch, source) = start(2, 1, batches, turns);
                 let cancel = epoch.cancelled.clone();
                 let abandoner = shuttle::thread::spawn(move || cancel.set());
                 let delivered = AtomicU64::new(0);

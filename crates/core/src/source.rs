@@ -46,6 +46,15 @@ pub trait Source: Send + Sync + 'static {
     fn extra_threads(&self) -> usize {
         0
     }
+
+    /// Whether the source's sessions and the epoch's consumer take turns on one lock (an
+    /// interpreter lock) that the consumer lets go only while it waits for a batch. Workers
+    /// then enter a session when the consumer waits, and the consumer takes its batch when the
+    /// sessions ended, each waiting briefly without sleeping first: a hand-over between
+    /// threads on two processors then costs no sleep on that lock. The default is no.
+    fn takes_turns(&self) -> bool {
+        false
+    }
 }
 
 /// The serial number of the next epoch of the process.

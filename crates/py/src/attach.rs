@@ -113,6 +113,15 @@ thread_local! {
     static KEPT: Kept = const { Kept(Cell::new(ptr::null_mut())) };
 }
 
+/// Whether the interpreter runs with a GIL now (a free-threaded build may turn it back on).
+pub fn gil_enabled(py: Python<'_>) -> PyResult<bool> {
+    let sys = py.import("sys")?;
+    match sys.getattr("_is_gil_enabled") {
+        Ok(f) => f.call0()?.extract(),
+        Err(_) => Ok(true),
+    }
+}
+
 /// What [`attach`] returns in place of the closure's result when it refuses to enter the
 /// interpreter (it is exiting). Made without the interpreter.
 pub trait Refused {

@@ -513,6 +513,7 @@ impl Loader {
         let source = AnySource::Python(PySource {
             calls: Arc::new(calls),
             item_concurrency: common.item_concurrency,
+            gil: crate::attach::gil_enabled(py)?,
         });
         let inner = dlrs_core::Loader::new(source, config).map_err(|e| core_error(&e))?;
         Ok(Self {

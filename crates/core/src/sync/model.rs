@@ -221,6 +221,11 @@ pub fn live_threads() -> usize {
 pub mod thread {
     use super::LIVE;
 
+    /// Lets the other threads run, as [`std::thread::yield_now`] does.
+    pub fn yield_now() {
+        shuttle::thread::yield_now();
+    }
+
     /// Builds a thread as [`std::thread::Builder`] does.
     #[derive(Default)]
     pub struct Builder(shuttle::thread::Builder);

@@ -72,6 +72,13 @@ impl Source for AnySource {
         }
     }
 
+    fn takes_turns(&self) -> bool {
+        match self {
+            Self::Python(s) => s.takes_turns(),
+            Self::Rust(_) | Self::Async(_) => false,
+        }
+    }
+
     fn extra_threads(&self) -> usize {
         match self {
             Self::Python(_) => 0,

@@ -197,6 +197,8 @@ pub struct PySource {
     /// Items of one batch fetched at once; above 1 a worker must not hold the interpreter
     /// while its helpers (which need it) fetch.
     pub item_concurrency: usize,
+    /// The interpreter runs with a GIL: the workers' sessions and the consumer take turns.
+    pub gil: bool,
 }
 
 impl PySource {
@@ -279,5 +281,9 @@ impl Source for PySource {
                 _ => f.take().map(|f| f()).expect("f runs once"),
             }
         }
+    }
+
+    fn takes_turns(&self) -> bool {
+        self.gil && self.item_concurrency <= 1
     }
 }
