@@ -108,6 +108,8 @@ struct Ring<B, E> {
     sessions: usize,
     /// How many times `sessions` fell to zero.
     session_breaks: u64,
+    /// Whether the consumer's yields pay.
+    consumer_backoff: Backoff,
     peak_in_flight: u64,
 }
 
@@ -216,6 +218,7 @@ impl<S: Source> Epoch<S> {
                     workers_waiting: 0,
                     sessions: 0,
                     session_breaks: 0,
+                    consumer_backoff: Backoff::default(),
                     peak_in_flight: 0,
                 }),
                 ready: Condvar::new(),
@@ -396,7 +399,12 @@ impl<S: Source> Epoch<S> {
                 // the caller takes the lock back without sleeping on it.
                 yielded = true;
                 ring.consumer_in_recv = true;
-                ring = yield_until(shared, ring, |r| r.next_landed() && r.sessions == 0);
+                if ring.consumer_backoff.tries() {
+                    let found = |r: &Ring<_, _>| r.next_landed() && r.sessions == 0;
+                    ring = yield_until(shared, ring, found);
+                    let hit = found(&ring);
+                    ring.consumer_backoff.record(hit);
+                }
                 continue;
             }
             ring.consumer_waiting = true;
@@ -570,6 +578,39 @@ const TURN_YIELDS: u32 = u32::MAX;
 const TURN_YIELDS: u32 = 2;
 
 type RingGuard<'a, S> = MutexGuard<'a, Ring<<S as Source>::Batch, <S as Source>::Error>>;
+
+/// Whether the consumer's yields pay: after yields that ran out, it skips the next 2, 4, ... 64
+/// chances to yield (sleeping at once), then tries again. When its batches come from sessions
+/// that run long (items that let the interpreter go while they compute), it so stops taking a
+/// processor from the workers. The workers need none: they yield only while they load nothing.
+#[derive(Clone, Copy, Default)]
+struct Backoff {
+    misses: u32,
+    skip: u32,
+}
+
+impl Backoff {
+    const MOST_MISSES: u32 = 6;
+
+    /// Whether to yield this time.
+    fn tries(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// What the yields found.
+    fn record(&mut self, hit: bool) {
+        if hit {
+            self.misses = 0;
+        } else {
+            self.misses = (self.misses + 1).min(Self::MOST_MISSES);
+            self.skip = 1 << self.misses;
+        }
+    }
+}
 
 /// Lets the lock go and yields the processor, again and again, until `done` holds for the ring
 /// or [`TURN_SPIN`] has passed; returns the ring locked. A thread that waits like this is woken
@@ -813,6 +854,22 @@ mod tests {
             ..Config::default()
         };
         Loader::new(source, config).unwrap()
+    }
+
+    #[test]
+    fn the_consumer_yields_less_after_yields_that_ran_out() {
+        let mut b = Backoff::default();
+        let skipped_before_next_try = |b: &mut Backoff| (0..).take_while(|_| !b.tries()).count();
+        assert!(b.tries(), "tries at first");
+        let mut skips = vec![];
+        for _ in 0..8 {
+            b.record(false);
+            skips.push(skipped_before_next_try(&mut b));
+        }
+        assert_eq!(skips, [2, 4, 8, 16, 32, 64, 64, 64]);
+        b.record(true);
+        assert!(b.tries(), "a hit makes it try every time again");
+        assert!(b.tries());
     }
 
     #[test]
