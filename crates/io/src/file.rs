@@ -11,7 +11,7 @@ use crate::dataset::{Dataset, FetchOptions, Locations};
 use crate::error::Error;
 use crate::retry::{self, Failure};
 use crate::stats::IoStats;
-use crate::template::{Column, Target, Template};
+use crate::template::{Target, from_template};
 
 /// Item i is the content of the i-th path (from a list or a template).
 #[derive(Clone)]
@@ -41,30 +41,23 @@ impl std::fmt::Debug for FileDataset {
 impl FileDataset {
     /// A dataset of the contents of `paths`.
     pub fn new(paths: Vec<PathBuf>, options: FetchOptions) -> Result<FileDataset, Error> {
-        Ok(FileDataset {
-            inner: Arc::new(Inner {
-                paths: Paths::List(paths),
-                options,
-                stats: IoStats::default(),
-            }),
-        })
+        Ok(FileDataset::build(Paths::List(paths), options))
     }
 
-    /// A dataset of the contents of the paths made from `template` (see [`crate::template`]).
-    pub fn from_template(
-        template: &str,
-        columns: Vec<(String, Column)>,
-        length: Option<usize>,
-        options: FetchOptions,
-    ) -> Result<FileDataset, Error> {
-        let template = Template::new(template, columns, length, Target::Path)?;
-        Ok(FileDataset {
+    from_template!(
+        /// A dataset of the contents of the paths made from `template` (see [`crate::template`]).
+        [] options: FetchOptions, Target::Path,
+        |locations| Ok(FileDataset::build(Paths::Template(locations), options))
+    );
+
+    fn build(paths: Paths, options: FetchOptions) -> FileDataset {
+        FileDataset {
             inner: Arc::new(Inner {
-                paths: Paths::Template(Locations::Template(template)),
+                paths,
                 options,
                 stats: IoStats::default(),
             }),
-        })
+        }
     }
 
     /// The options given.
@@ -175,6 +168,7 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
+    use crate::template::Column;
     use crate::test_util::{TempDir, assert_io, assert_starts_with, assert_too_large};
     use crate::{ErrorKind, RetryOptions};
     use std::time::Duration;

@@ -12,7 +12,7 @@ use crate::error::{Error, RequestKind, chain, request_kind};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::{self, Failure};
 use crate::stats::IoStats;
-use crate::template::{Column, Target, Template};
+use crate::template::{Target, from_template};
 use crate::tls;
 use dlrs_core::per_process::PerProcess;
 
@@ -68,16 +68,11 @@ impl HttpDataset {
         HttpDataset::build(Locations::List(urls), options)
     }
 
-    /// A dataset of the bodies at the URLs made from `template` (see [`crate::template`]).
-    pub fn from_template(
-        template: &str,
-        columns: Vec<(String, Column)>,
-        length: Option<usize>,
-        options: HttpOptions,
-    ) -> Result<HttpDataset, Error> {
-        let template = Template::new(template, columns, length, Target::Url)?;
-        HttpDataset::build(Locations::Template(template), options)
-    }
+    from_template!(
+        /// A dataset of the bodies at the URLs made from `template` (see [`crate::template`]).
+        [] options: HttpOptions, Target::Url,
+        |locations| HttpDataset::build(locations, options)
+    );
 
     fn build(locations: Locations, options: HttpOptions) -> Result<HttpDataset, Error> {
         if locations.len() > 0 {

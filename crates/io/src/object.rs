@@ -30,7 +30,7 @@ use crate::error::{Error, reason, request_kind};
 use crate::redact::{redact_text, redact_url};
 use crate::retry::{self, Failure, RetryOptions};
 use crate::stats::IoStats;
-use crate::template::{Column, Target, Template};
+use crate::template::{Target, from_template};
 use crate::tls;
 use dlrs_core::per_process::PerProcess;
 
@@ -134,18 +134,12 @@ impl ObjectStoreDataset {
         ObjectStoreDataset::from_url(url, Locations::List(keys), options)
     }
 
-    /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`
-    /// (see [`crate::template`]).
-    pub fn from_template(
-        url: &str,
-        template: &str,
-        columns: Vec<(String, Column)>,
-        length: Option<usize>,
-        options: ObjectStoreOptions,
-    ) -> Result<ObjectStoreDataset, Error> {
-        let template = Template::new(template, columns, length, Target::Key)?;
-        ObjectStoreDataset::from_url(url, Locations::Template(template), options)
-    }
+    from_template!(
+        /// A dataset of the objects whose keys, under the prefix of `url`, are made from
+        /// `template` (see [`crate::template`]).
+        [url: &str] options: ObjectStoreOptions, Target::Key,
+        |locations| ObjectStoreDataset::from_url(url, locations, options)
+    );
 
     /// A dataset of the objects `keys` under `prefix` of a store built by the caller (an
     /// in-memory store, a wrapped store); it is shared as it is, even after `fork`.
@@ -759,6 +753,7 @@ fn cap(mut message: String) -> String {
 mod tests {
     use super::*;
     use crate::runtime::Runtime;
+    use crate::template::Column;
     use crate::test_server::{LoopbackServer, Reply};
     use crate::test_util::{
         TempDir, assert_http, assert_io, assert_request, assert_starts_with, assert_too_large,

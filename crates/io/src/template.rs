@@ -396,6 +396,31 @@ fn check_value(value: &str, target: Target) -> Result<(), &'static str> {
     }
 }
 
+/// The `from_template` of every dataset made of `Locations`: the template is parsed for
+/// `$target`, then `$build` makes the dataset of `$locations` and `$options`, as of a list. The
+/// `$arg`s come before the template.
+macro_rules! from_template {
+    (
+        $(#[$doc:meta])*
+        [$($arg:ident: $ty:ty),*] $options:ident: $options_ty:ty, $target:expr,
+        |$locations:ident| $build:expr
+    ) => {
+        $(#[$doc])*
+        pub fn from_template(
+            $($arg: $ty,)*
+            template: &str,
+            columns: Vec<(String, $crate::template::Column)>,
+            length: Option<usize>,
+            $options: $options_ty,
+        ) -> Result<Self, $crate::Error> {
+            let template = $crate::template::Template::new(template, columns, length, $target)?;
+            let $locations = $crate::dataset::Locations::Template(template);
+            $build
+        }
+    };
+}
+pub(crate) use from_template;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -161,6 +161,21 @@ impl Skipper {
         }
     }
 
+    /// The item `result` holds, or `None` for one that failed and may be skipped (see `skip`).
+    pub fn kept<T>(
+        &self,
+        py: Python<'_>,
+        epoch: usize,
+        index: u64,
+        result: PyResult<T>,
+    ) -> PyResult<Option<T>> {
+        match result {
+            Ok(x) => Ok(Some(x)),
+            Err(e) if self.enabled() => self.skip(py, epoch, index, &e).map(|()| None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Records that item `index` of epoch `epoch` ([`dlrs_core::BatchCtx::epoch_id`]) failed
     /// with `err`. Ok: skip it. Err: over the limit, a `TooManyFailures` with the epoch's record.
     pub fn skip(&self, py: Python<'_>, epoch: usize, index: u64, err: &PyErr) -> PyResult<()> {

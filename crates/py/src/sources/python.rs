@@ -63,25 +63,6 @@ impl Calls {
         self.pipeline.transform_attached(py, index, sample)
     }
 
-    /// `item`, or `None` for an item that failed and may be skipped.
-    /// (`epoch`: [`BatchCtx::epoch_id`], whose record the failure goes to.)
-    fn item_or_skip<'py>(
-        &self,
-        py: Python<'py>,
-        slot: &Slot<'_>,
-        epoch: usize,
-        index: u64,
-        timed: bool,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
-        match self.item(py, slot, index, timed) {
-            Ok(x) => Ok(Some(x)),
-            Err(e) if self.skipper.enabled() => {
-                self.skipper.skip(py, epoch, index, &e).map(|()| None)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
     /// `__getitem__` per index. With skipping on, a failed `__getitems__` is retried item by
     /// item to find the items that fail.
@@ -118,7 +99,8 @@ impl Calls {
             let mut kept = Vec::with_capacity(indices.len());
             for (pos, &i) in indices.iter().enumerate() {
                 go_on()?;
-                if let Some(x) = self.item_or_skip(py, slot, epoch, i, pos == 0)? {
+                let item = self.item(py, slot, i, pos == 0);
+                if let Some(x) = self.skipper.kept(py, epoch, i, item)? {
                     list.append(x)?;
                     kept.push(i);
                 }
@@ -231,8 +213,10 @@ impl Source for PySource {
                 crate::worker::scope(&calls.pipeline.info, worker, epoch, Some(i), || {
                     crate::worker::with_slot(|slot| {
                         crate::attach::attach(|py| {
+                            let item = calls.item(py, slot, i, Some(i) == first);
                             calls
-                                .item_or_skip(py, slot, epoch_id, i, Some(i) == first)
+                                .skipper
+                                .kept(py, epoch_id, i, item)
                                 .map(|x| x.map(Bound::unbind))
                         })
                     })

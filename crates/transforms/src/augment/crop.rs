@@ -1,6 +1,6 @@
 //! `RandomResizedCrop` and `RandomCrop`.
 
-use super::{check_range, unkeyed};
+use super::{Rectangles, unkeyed};
 use crate::color::u8_hwc;
 use crate::geometry::{Window, apply_window};
 use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
@@ -44,9 +44,7 @@ impl CropBox {
 #[derive(Debug, Clone)]
 pub struct RandomResizedCrop {
     size: Size,
-    scale: (f64, f64),
-    log_ratio: (f64, f64),
-    ratio: (f64, f64),
+    rectangles: Rectangles,
     interpolation: Interpolation,
     antialias: bool,
 }
@@ -69,16 +67,13 @@ impl RandomResizedCrop {
             return Err(Error::arg(NAME, "size must be at least 1"));
         }
         check_size(size.height, size.width, 1, Dtype::U8)?;
-        let scale = check_range(NAME, "scale", scale, (0.0, f64::INFINITY))?;
-        let ratio = check_range(NAME, "ratio", ratio, (f64::MIN_POSITIVE, f64::INFINITY))?;
+        let rectangles = Rectangles::new(NAME, scale, ratio, f64::INFINITY)?;
         if interpolation == Interpolation::Lanczos && !antialias {
             return Err(Error::arg(NAME, "lanczos requires antialias=True"));
         }
         Ok(RandomResizedCrop {
             size,
-            scale,
-            log_ratio: (ratio.0.ln(), ratio.1.ln()),
-            ratio,
+            rectangles,
             interpolation,
             antialias: antialias && interpolation.filters(),
         })
@@ -88,11 +83,7 @@ impl RandomResizedCrop {
     pub fn draw(&self, rng: &mut Rng, height: usize, width: usize) -> CropBox {
         let area = (height * width) as f64;
         for _ in 0..10 {
-            let target = area * rng.uniform_in(self.scale.0, self.scale.1);
-            let aspect = rng.uniform_in(self.log_ratio.0, self.log_ratio.1).exp();
-            // Python's round: half to even.
-            let w = (target * aspect).sqrt().round_ties_even();
-            let h = (target / aspect).sqrt().round_ties_even();
+            let (w, h) = self.rectangles.draw(rng, area);
             if w > 0.0 && w <= width as f64 && h > 0.0 && h <= height as f64 {
                 let (h, w) = (h as usize, w as usize);
                 let top = rng.int_in(0, (height - h) as i64);
@@ -106,11 +97,12 @@ impl RandomResizedCrop {
             }
         }
         let in_ratio = width as f64 / height as f64;
-        let (h, w) = if in_ratio < self.ratio.0 {
-            let h = (width as f64 / self.ratio.0).round_ties_even() as usize;
+        let ratio = self.rectangles.ratio;
+        let (h, w) = if in_ratio < ratio.0 {
+            let h = (width as f64 / ratio.0).round_ties_even() as usize;
             (h.min(height), width)
-        } else if in_ratio > self.ratio.1 {
-            let w = (height as f64 * self.ratio.1).round_ties_even() as usize;
+        } else if in_ratio > ratio.1 {
+            let w = (height as f64 * ratio.1).round_ties_even() as usize;
             (height, w.min(width))
         } else {
             (height, width)

@@ -1,6 +1,6 @@
 //! `RandomErasing`: a random rectangle set to a value.
 
-use super::{check_p, check_range, unkeyed};
+use super::{Rectangles, check_p, unkeyed};
 use crate::image::{Image, Item, Layout, Pixels};
 use crate::{Error, Key, Params, RandomParams, Rng, Transform, Value};
 
@@ -35,8 +35,7 @@ pub struct Region {
 #[derive(Debug, Clone)]
 pub struct RandomErasing {
     p: f64,
-    scale: (f64, f64),
-    log_ratio: (f64, f64),
+    rectangles: Rectangles,
     value: EraseValue,
 }
 
@@ -54,8 +53,7 @@ impl RandomErasing {
     ) -> Result<RandomErasing, Error> {
         const NAME: &str = "RandomErasing";
         let p = check_p(NAME, p)?;
-        let scale = check_range(NAME, "scale", scale, (0.0, 1.0))?;
-        let ratio = check_range(NAME, "ratio", ratio, (f64::MIN_POSITIVE, f64::INFINITY))?;
+        let rectangles = Rectangles::new(NAME, scale, ratio, 1.0)?;
         if let EraseValue::Values(v) = &value
             && (v.is_empty() || v.iter().any(|x| !x.is_finite()))
         {
@@ -66,8 +64,7 @@ impl RandomErasing {
         }
         Ok(RandomErasing {
             p,
-            scale,
-            log_ratio: (ratio.0.ln(), ratio.1.ln()),
+            rectangles,
             value,
         })
     }
@@ -80,10 +77,7 @@ impl RandomErasing {
         }
         let area = (height * width) as f64;
         for _ in 0..10 {
-            let erase = area * rng.uniform_in(self.scale.0, self.scale.1);
-            let aspect = rng.uniform_in(self.log_ratio.0, self.log_ratio.1).exp();
-            let h = (erase * aspect).sqrt().round_ties_even();
-            let w = (erase / aspect).sqrt().round_ties_even();
+            let (h, w) = self.rectangles.draw(rng, area);
             if !(h < height as f64 && w < width as f64) {
                 continue;
             }

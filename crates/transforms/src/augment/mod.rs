@@ -17,7 +17,7 @@ pub use erase::{EraseValue, RandomErasing, Region};
 pub use flip::{RandomApply, RandomHorizontalFlip, RandomVerticalFlip};
 pub use trivial::{Op, TrivialAugmentWide};
 
-use crate::{Error, Key};
+use crate::{Error, Key, Rng};
 
 /// A coin's probability, checked as torchvision checks `p`.
 pub(crate) fn check_p(owner: &'static str, p: f64) -> Result<f64, Error> {
@@ -60,6 +60,45 @@ pub(crate) fn check_range(
         ));
     }
     Ok((lo, hi))
+}
+
+/// The random rectangles of `RandomResizedCrop` and `RandomErasing` (torchvision's
+/// `make_params`): an area fraction uniform in `scale`, an aspect ratio log-uniform in `ratio`.
+#[derive(Debug, Clone)]
+pub(crate) struct Rectangles {
+    scale: (f64, f64),
+    log_ratio: (f64, f64),
+    /// The ratio's bounds, as given.
+    pub ratio: (f64, f64),
+}
+
+impl Rectangles {
+    /// Checks `scale` (within `[0, max_scale]`), then `ratio` (within `(0, ∞)`), for `owner`.
+    pub fn new(
+        owner: &'static str,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+        max_scale: f64,
+    ) -> Result<Rectangles, Error> {
+        let scale = check_range(owner, "scale", scale, (0.0, max_scale))?;
+        let ratio = check_range(owner, "ratio", ratio, (f64::MIN_POSITIVE, f64::INFINITY))?;
+        Ok(Rectangles {
+            scale,
+            log_ratio: (ratio.0.ln(), ratio.1.ln()),
+            ratio,
+        })
+    }
+
+    /// One try's sides in an image of `area` pixels, rounded as Python rounds (half to even):
+    /// the side the ratio lengthens, then the other.
+    pub fn draw(&self, rng: &mut Rng, area: f64) -> (f64, f64) {
+        let target = area * rng.uniform_in(self.scale.0, self.scale.1);
+        let aspect = rng.uniform_in(self.log_ratio.0, self.log_ratio.1).exp();
+        (
+            (target * aspect).sqrt().round_ties_even(),
+            (target / aspect).sqrt().round_ties_even(),
+        )
+    }
 }
 
 /// The key of a transform applied without one.
