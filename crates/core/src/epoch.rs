@@ -811,42 +811,76 @@ mod tests {
         }
     }
 
-    /// A source that takes turns with its consumer; counts the batches whose load started.
-    /// With `first_waits`, batch 0 loads only once batch 1 started (else it fails, after 10 s).
+    /// Batch `[b]` is `b`. Counts the batches whose load started; its sessions wait until it
+    /// is open. With `turns`, it takes turns with its consumer; with `first_waits`, batch 0
+    /// loads only once batch 1 started (else it fails, after 10 s).
     #[derive(Default)]
-    struct Turns {
+    struct Watched {
+        turns: bool,
         first_waits: bool,
-        started: Mutex<u64>,
+        state: Mutex<Watch>,
         changed: Condvar,
     }
 
-    impl Source for Turns {
+    #[derive(Default)]
+    struct Watch {
+        open: bool,
+        started: u64,
+    }
+
+    impl Watched {
+        fn turns(first_waits: bool) -> Self {
+            let source = Self {
+                turns: true,
+                first_waits,
+                ..Self::default()
+            };
+            lock(&source.state).open = true;
+            source
+        }
+
+        fn open(&self) {
+            lock(&self.state).open = true;
+            self.changed.notify_all();
+        }
+    }
+
+    impl Source for Watched {
         type Batch = u64;
         type Error = ();
 
         fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<u64, LoadError<()>> {
-            let mut started = lock(&self.started);
-            *started += 1;
+            let mut state = lock(&self.state);
+            state.started += 1;
             self.changed.notify_all();
             if self.first_waits && indices[0] == 0 {
                 let deadline = Instant::now() + Duration::from_secs(10);
-                while *started < 2 {
+                while state.started < 2 {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(LoadError::Source(()));
                     }
-                    started = wait_timeout(&self.changed, started, left).0;
+                    state = wait_timeout(&self.changed, state, left).0;
                 }
             }
             Ok(indices[0])
         }
 
+        fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+            let mut state = lock(&self.state);
+            while !state.open {
+                state = wait(&self.changed, state);
+            }
+            drop(state);
+            f()
+        }
+
         fn takes_turns(&self) -> bool {
-            true
+            self.turns
         }
     }
 
-    fn turns_loader(source: Turns) -> Loader<Turns> {
+    fn turns_loader(source: Watched) -> Loader<Watched> {
         let config = Config {
             batch_size: 1,
             num_workers: 2,
@@ -876,10 +910,7 @@ mod tests {
     fn a_session_that_runs_long_gets_another_beside_it() {
         // Batch 0 waits for batch 1 to start: a second session must enter beside the first
         // (as when items let the interpreter go while they sleep or read).
-        let loader = turns_loader(Turns {
-            first_waits: true,
-            ..Turns::default()
-        });
+        let loader = turns_loader(Watched::turns(true));
         let got: Vec<_> = (&loader.epoch(Order::Sequential { len: 6 })).collect();
         assert_eq!(got, (0..6).map(Ok).collect::<Vec<_>>());
     }
@@ -887,48 +918,23 @@ mod tests {
     #[test]
     fn a_turn_taking_source_loads_ahead_while_the_consumer_is_away() {
         // The consumer does not ask yet (a training step): the workers still fill the ring.
-        let loader = turns_loader(Turns::default());
+        let loader = turns_loader(Watched::turns(false));
         let epoch = loader.epoch(Order::Sequential { len: 10 });
         let source = epoch.source();
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut started = lock(&source.started);
-        while *started < 4 && Instant::now() < deadline {
-            started = wait_timeout(&source.changed, started, Duration::from_millis(10)).0;
+        let mut state = lock(&source.state);
+        while state.started < 4 && Instant::now() < deadline {
+            state = wait_timeout(&source.changed, state, Duration::from_millis(10)).0;
         }
-        assert_eq!(*started, 4, "the ring's 4 batches loaded ahead");
-        drop(started);
+        assert_eq!(state.started, 4, "the ring's 4 batches loaded ahead");
+        drop(state);
         let got: Vec<_> = (&epoch).collect();
         assert_eq!(got, (0..10).map(Ok).collect::<Vec<_>>());
     }
 
-    /// Its sessions wait until `open` before they load anything.
-    #[derive(Default)]
-    struct Gated {
-        open: Mutex<bool>,
-        opened: Condvar,
-    }
-
-    impl Source for Gated {
-        type Batch = u64;
-        type Error = ();
-
-        fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<u64, LoadError<()>> {
-            Ok(indices[0])
-        }
-
-        fn session<R>(&self, f: impl FnOnce() -> R) -> R {
-            let mut open = lock(&self.open);
-            while !*open {
-                open = wait(&self.opened, open);
-            }
-            drop(open);
-            f()
-        }
-    }
-
     #[test]
     fn a_consumer_waiting_when_its_epoch_is_abandoned_gets_the_batch_failed() {
-        let source = Arc::new(Gated::default());
+        let source = Arc::new(Watched::default());
         let config = Config {
             num_workers: 1,
             ..Config::default()
@@ -957,8 +963,7 @@ mod tests {
         // Abandoned as `abandon_live_epochs` does it (the epoch is not dropped): the worker
         // claims nothing, and the consumer must not wait for it.
         epoch.cancelled.set();
-        *lock(&source.open) = true;
-        source.opened.notify_all();
+        source.open();
         let got = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("the consumer woke");
@@ -1091,10 +1096,15 @@ mod model {
         }
     }
 
-    fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64, turns: bool) {
+    /// The model picks whether the source takes turns with the consumer.
+    fn takes_turns() -> bool {
+        shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5)
+    }
+
+    fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64) {
         check(
             move || {
-                let (epoch, source) = start(workers, prefetch, batches, turns);
+                let (epoch, source) = start(workers, prefetch, batches, takes_turns());
                 for b in 0..batches {
                     match next(&epoch, b) {
                         Recv::Batch(Ok(got)) => assert_eq!(got, b),
@@ -1116,27 +1126,17 @@ mod model {
 
     #[test]
     fn one_worker_delivers_every_batch_once_in_order() {
-        every_batch_once_in_order(1, 1, 4, false);
+        every_batch_once_in_order(1, 1, 4);
     }
 
     #[test]
     fn two_workers_deliver_every_batch_once_in_order() {
-        every_batch_once_in_order(2, 1, 5, false);
+        every_batch_once_in_order(2, 1, 5);
     }
 
     #[test]
     fn three_workers_on_a_deep_ring_deliver_every_batch_once_in_order() {
-        every_batch_once_in_order(3, 2, 6, false);
-    }
-
-    #[test]
-    fn one_worker_taking_turns_delivers_every_batch_once_in_order() {
-        every_batch_once_in_order(1, 1, 4, true);
-    }
-
-    #[test]
-    fn two_workers_taking_turns_deliver_every_batch_once_in_order() {
-        every_batch_once_in_order(2, 1, 5, true);
+        every_batch_once_in_order(3, 2, 6);
     }
 
     #[test]
@@ -1144,8 +1144,7 @@ mod model {
         check(
             || {
                 let (workers, prefetch, batches) = (2, 1, 8);
-                let turns = shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5);
-                let (epoch, source) = start(workers, prefetch, batches, turns);
+                let (epoch, source) = start(workers, prefetch, batches, takes_turns());
                 // Batches taken before the drop: 0, 1 or 2, as the model picks.
                 let taken = shuttle::rand::Rng::gen_range(&mut shuttle::rand::thread_rng(), 0..3);
                 for b in 0..taken {
@@ -1171,8 +1170,7 @@ mod model {
         check(
             || {
                 let batches = 5;
-                let turns = shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5);
-                let (epoch, source) = start(2, 1, batches, turns);
+                let (epoch, source) = start(2, 1, batches, takes_turns());
                 let cancel = epoch.cancelled.clone();
                 let abandoner = shuttle::thread::spawn(move || cancel.set());
                 let delivered = AtomicU64::new(0);
