@@ -9,17 +9,27 @@
 //!     dlrs serve --latency-ms 10 &        # prints its base URL, e.g. http://127.0.0.1:PORT
 //!     /tmp/http_floor 127.0.0.1:PORT [items=2048] [size=65536] [epochs=5]
 //!
-//! Two shapes, each on 64 keep-alive connections opened once the clock runs (the benchmark
+//! Three shapes, each on 64 keep-alive connections opened once the clock runs (the benchmark
 //! makes a fresh loader per epoch):
 //! - `waves T×C`: T threads, each taking every T-th batch of 64 and fetching it in waves of C
 //!   blocking requests (send C, then read C): what a loader with T workers and C items in flight
 //!   per worker does when it fetches one batch at a time.
+//! - `batches T×C`: the same threads, each keeping C requests of its current batch in flight (a
+//!   new one of the batch as soon as an answer is read), and starting its next batch once the
+//!   last answer of this one is read: a loader's contract (T batches in flight, C items of each)
+//!   with nothing of a loader's own work.
 //! - `window T×C`: the same threads, each keeping C requests in flight all the time (a new one
 //!   as soon as an answer is read), batches ignored: no client with C × T in flight can do better.
 //!
 //! Per shape: the median epoch, its ratio to the latency bound, and the time to the first 64
 //! items of the epoch (the first batch).
+//!
+//! `COPIES=n` in the environment copies each body n times more in the sliding shapes, each copy
+//! into new memory kept until its batch is done (the epoch, in the window shape), as a loader that gathers a body and then makes
+//! a Python `bytes` of it does: what those copies cost on this machine, without the rest of a
+//! loader.
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
@@ -73,9 +83,39 @@ impl Conn {
     }
 }
 
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Waves,
+    Batches,
+    Window,
+}
+
+/// Fetches `items` keeping up to one request in flight per connection, a new one on a connection
+/// as soon as its answer is read; counts the answers in `done` and calls `each` after each.
+fn sliding(cs: &mut [Conn], size: usize, items: &[usize], copies: usize, mut each: impl FnMut()) {
+    let mut pending = VecDeque::new();
+    let mut kept: Vec<Vec<u8>> = Vec::new();
+    let mut next = 0;
+    for (k, c) in cs.iter_mut().enumerate().take(items.len()) {
+        c.send(size, items[next]);
+        next += 1;
+        pending.push_back(k);
+    }
+    while let Some(k) = pending.pop_front() {
+        assert_eq!(cs[k].read(), size);
+        kept.extend((0..copies).map(|_| cs[k].body.clone()));
+        each();
+        if next < items.len() {
+            cs[k].send(size, items[next]);
+            next += 1;
+            pending.push_back(k);
+        }
+    }
+}
+
 /// One epoch of `items` by `threads` threads of `conns` connections each; returns (epoch,
 /// first batch) in seconds.
-fn epoch(addr: &str, items: usize, size: usize, threads: usize, conns: usize, window: bool) -> (f64, f64) {
+fn epoch(addr: &str, items: usize, size: usize, threads: usize, conns: usize, shape: Shape) -> (f64, f64) {
     let barrier = Arc::new(Barrier::new(threads + 1));
     let handles: Vec<_> = (0..threads)
         .map(|t| {
@@ -91,30 +131,19 @@ fn epoch(addr: &str, items: usize, size: usize, threads: usize, conns: usize, wi
                 let mine: Vec<usize> = (0..items)
                     .filter(|i| (i / BATCH) % threads == t)
                     .collect();
-                if window {
-                    let mut next = 0;
-                    for c in cs.iter_mut() {
-                        if next < mine.len() {
-                            c.send(size, mine[next]);
-                            next += 1;
-                        }
+                let mut done = 0;
+                let mut count = |first: &mut Option<Duration>| {
+                    done += 1;
+                    if done == BATCH.min(mine.len()) && first.is_none() {
+                        *first = Some(start.elapsed());
                     }
-                    let mut done = 0;
-                    while done < mine.len() {
-                        for c in cs.iter_mut() {
-                            if done >= next {
-                                break;
-                            }
-                            assert_eq!(c.read(), size);
-                            done += 1;
-                            if done == BATCH.min(mine.len()) && first.is_none() {
-                                first = Some(start.elapsed());
-                            }
-                            if next < mine.len() {
-                                c.send(size, mine[next]);
-                                next += 1;
-                            }
-                        }
+                };
+                let copies = std::env::var("COPIES").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+                if shape == Shape::Window {
+                    sliding(&mut cs, size, &mine, copies, || count(&mut first));
+                } else if shape == Shape::Batches {
+                    for batch in mine.chunks(BATCH) {
+                        sliding(&mut cs, size, batch, copies, || count(&mut first));
                     }
                 } else {
                     for (n, wave) in mine.chunks(conns).enumerate() {
@@ -158,16 +187,19 @@ fn main() {
     let latency = 0.010;
     let bound = items as f64 / 64.0 * latency;
     println!("items {items} x {size} B, bound {bound:.3} s (64 in flight, 10 ms each)");
-    for (name, threads, conns, window) in [
-        ("waves 2x32", 2, 32, false),
-        ("waves 1x64", 1, 64, false),
-        ("window 2x32", 2, 32, true),
-        ("window 1x64", 1, 64, true),
+    for (name, threads, conns, shape) in [
+        ("waves 2x32", 2, 32, Shape::Waves),
+        ("waves 1x64", 1, 64, Shape::Waves),
+        ("batches 2x32", 2, 32, Shape::Batches),
+        ("batches 1x64", 1, 64, Shape::Batches),
+        ("batches 4x16", 4, 16, Shape::Batches),
+        ("window 2x32", 2, 32, Shape::Window),
+        ("window 1x64", 1, 64, Shape::Window),
     ] {
         // One warm-up epoch, then the measured ones.
-        epoch(&addr, items, size, threads, conns, window);
+        epoch(&addr, items, size, threads, conns, shape);
         let runs: Vec<(f64, f64)> = (0..epochs)
-            .map(|_| epoch(&addr, items, size, threads, conns, window))
+            .map(|_| epoch(&addr, items, size, threads, conns, shape))
             .collect();
         let e = median(runs.iter().map(|r| r.0).collect());
         let f = median(runs.iter().map(|r| r.1).collect());
