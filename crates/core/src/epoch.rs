@@ -110,6 +110,10 @@ struct Ring<B, E> {
     session_breaks: u64,
     /// Whether the consumer's yields pay.
     consumer_backoff: Backoff,
+    /// Workers of a turn-taking source waiting for a turn.
+    turn_waiters: usize,
+    /// The worker that claimed the last batch.
+    last_claim: Option<usize>,
     peak_in_flight: u64,
 }
 
@@ -136,6 +140,20 @@ impl<B, E> Ring<B, E> {
     /// Whether the next batch to deliver has landed.
     fn next_landed(&self) -> bool {
         self.slots.front().is_some_and(Option::is_some)
+    }
+
+    /// Whether worker `me` of a turn-taking source may enter a session now. When no session
+    /// runs: its turn (the consumer waits for a batch that has not landed), or `away` (the
+    /// consumer runs code of its own: checked once a turn did not come soon). Either way not
+    /// when `me` claimed the last batch while another worker waits to enter, so every worker
+    /// takes part, as they do without turns.
+    fn may_enter(&self, me: Option<usize>, away: bool) -> bool {
+        let waiting = if away {
+            !self.consumer_in_recv
+        } else {
+            self.consumer_in_recv && !self.next_landed()
+        };
+        waiting && self.sessions == 0 && (self.turn_waiters <= 1 || self.last_claim != me)
     }
 }
 
@@ -219,6 +237,8 @@ impl<S: Source> Epoch<S> {
                     sessions: 0,
                     session_breaks: 0,
                     consumer_backoff: Backoff::default(),
+                    turn_waiters: 0,
+                    last_claim: None,
                     peak_in_flight: 0,
                 }),
                 ready: Condvar::new(),
@@ -376,7 +396,10 @@ impl<S: Source> Epoch<S> {
                 ring.consumer_in_recv = false;
                 let wake = ring.workers_waiting > 0;
                 drop(ring);
-                if wake {
+                if wake && shared.turns {
+                    // The worker whose turn it is may not be the one a single wake would find.
+                    shared.space.notify_all();
+                } else if wake {
                     shared.space.notify_one();
                 }
                 stats.delivered(plan.batch_len(b), outcome.is_ok());
@@ -518,6 +541,7 @@ fn store_and_claim<S: Source>(
     if ring.has_room(shared.capacity) {
         let b = ring.next_claim;
         ring.next_claim += 1;
+        ring.last_claim = ctx.worker();
         ring.peak_in_flight = ring.peak_in_flight.max(ring.next_claim - ring.next_deliver);
         return Claim::Got(b);
     }
@@ -636,24 +660,23 @@ fn yield_until<'a, S: Source>(
 /// reading a file), and then both sessions make progress.
 const BESIDE_AFTER: Duration = Duration::from_millis(1);
 
-/// A worker of a turn-taking source waits for its turn: the consumer waits for a batch that has
-/// not landed and no session runs. Then it counts itself in; the consumer takes its batch once
-/// no session is counted. Without its turn, it enters when no session runs and the consumer is
-/// away (running code of its own, which may let the lock go), or beside a session that ran
-/// without a break for [`BESIDE_AFTER`]. Between checks it yields for [`TURN_SPIN`], then
+/// A worker of a turn-taking source waits until it may enter ([`Ring::may_enter`]): its turn,
+/// or, once that did not come within [`TURN_SPIN`], the consumer away; or beside a session that
+/// ran without a break for [`BESIDE_AFTER`]. Then it counts itself in; the consumer takes its
+/// batch once no session is counted. Between checks it yields for [`TURN_SPIN`], then
 /// sleeps until the consumer takes a batch or [`BESIDE_AFTER`] passed.
 fn enter_turn<'a, S: Source>(
     shared: &'a Shared<S>,
     ctx: &BatchCtx,
     num_batches: u64,
 ) -> InTurn<'a, S> {
-    let turn = |r: &Ring<S::Batch, S::Error>| {
-        r.over(ctx, num_batches) || (r.consumer_in_recv && !r.next_landed() && r.sessions == 0)
-    };
+    let me = ctx.worker();
+    let turn = |r: &Ring<S::Batch, S::Error>| r.over(ctx, num_batches) || r.may_enter(me, false);
     let mut ring = lock(&shared.ring);
+    ring.turn_waiters += 1;
     loop {
         ring = yield_until(shared, ring, turn);
-        if turn(&ring) || (ring.sessions == 0 && !ring.consumer_in_recv) {
+        if turn(&ring) || ring.may_enter(me, true) {
             break;
         }
         let breaks = ring.session_breaks;
@@ -665,6 +688,7 @@ fn enter_turn<'a, S: Source>(
             break;
         }
     }
+    ring.turn_waiters -= 1;
     ring.sessions += 1;
     InTurn(shared)
 }
@@ -904,6 +928,47 @@ mod tests {
         b.record(true);
         assert!(b.tries(), "a hit makes it try every time again");
         assert!(b.tries());
+    }
+
+    #[test]
+    fn a_worker_does_not_enter_after_its_own_claim_while_another_waits() {
+        let mut ring: Ring<u64, ()> = Ring {
+            next_claim: 4,
+            next_deliver: 4,
+            slots: VecDeque::new(),
+            consumer_waiting: true,
+            consumer_in_recv: true,
+            workers_waiting: 0,
+            sessions: 0,
+            session_breaks: 0,
+            consumer_backoff: Backoff::default(),
+            turn_waiters: 2,
+            last_claim: Some(0),
+            peak_in_flight: 0,
+        };
+        let (w0, w1) = (Some(0), Some(1));
+        assert!(
+            !ring.may_enter(w0, false),
+            "worker 0 claimed last, worker 1 waits"
+        );
+        assert!(ring.may_enter(w1, false));
+        assert!(!ring.may_enter(w1, true), "the consumer waits: not away");
+        ring.consumer_in_recv = false;
+        assert!(
+            !ring.may_enter(w1, false),
+            "the consumer holds the lock: no turn"
+        );
+        assert!(
+            ring.may_enter(w1, true) && !ring.may_enter(w0, true),
+            "away, fairly"
+        );
+        ring.turn_waiters = 1;
+        assert!(ring.may_enter(w0, true), "alone, it may go again");
+        ring.sessions = 1;
+        assert!(
+            !ring.may_enter(w0, true) && !ring.may_enter(w1, true),
+            "a session runs"
+        );
     }
 
     #[test]
