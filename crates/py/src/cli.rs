@@ -52,11 +52,7 @@ fn interpreter(py: Python<'_>) -> PyResult<String> {
     if gil_disabled != Some(1) {
         return Ok(format!("{name} {version}"));
     }
-    let gil_enabled: bool = py
-        .import("sys")?
-        .call_method0("_is_gil_enabled")?
-        .extract()?;
-    Ok(if gil_enabled {
+    Ok(if crate::attach::gil_enabled(py)? {
         format!("{name} {version}, free-threaded build, GIL enabled")
     } else {
         format!("{name} {version}, free-threaded")
