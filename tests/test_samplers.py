@@ -139,6 +139,16 @@ def test_bad_sampler_values_make_iter_raise(sampler, exc, match):
         iter(loader)
 
 
+@pytest.mark.parametrize("given", [{}, {"sampler": [0], "batch_sampler": [[0]]}])
+def test_the_native_epoch_takes_one_of_sampler_and_batch_sampler(given):
+    loader = PyDataloader(Range(3))
+    with pytest.raises(ValueError, match="epoch_from takes one of sampler= and batch_sampler="):
+        loader._native.epoch_from(**given)
+    # Neither call started an epoch: the next one is still the first.
+    assert loader._native.epoch == 0
+    assert loader._native.epoch_from(sampler=[2, 0]).__next__() == [2]
+
+
 def test_a_raising_sampler_or_len_makes_iter_raise_the_same_exception():
     boom = KeyError("sampler broke")
 

@@ -745,11 +745,11 @@ class PyDataloader(Generic[B]):
         if unused is not None:
             self._native.set_epoch(unused)
         if self._batch_sampler is not None:
-            batches = self._native.epoch_from_batches(self._batch_sampler, timeout=timeout)
+            batches = self._native.epoch_from(batch_sampler=self._batch_sampler, timeout=timeout)
         else:
             self._apply_shard()
             if self._sampler is not None:
-                batches = self._native.epoch_from_sampler(self._sampler, timeout=timeout)
+                batches = self._native.epoch_from(sampler=self._sampler, timeout=timeout)
             else:
                 batches = self._native.epoch_over(self._dataset_len(), seed=self._dist_seed, timeout=timeout)
         self._last_iter = (batches.epoch, batches.position)

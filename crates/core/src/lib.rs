@@ -78,7 +78,7 @@ pub use loader::{Config, Loader};
 pub use plan::EpochPlan;
 pub use pool::{Lot, Pool};
 pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};
-pub use source::{BatchCtx, Source};
+pub use source::{BatchCtx, FromFn, Source, from_fn};
 pub use stats::{Fetching, Histogram, ItemStats, StatsSnapshot};
 
 /// How long a wait of the loader may go without looking up whether to stop: a worker waiting on

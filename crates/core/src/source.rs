@@ -1,6 +1,7 @@
 //! What a loader loads: the [`Source`] trait, and the per-batch context that fetches the items
 //! of one batch concurrently on the loader's pool.
 
+use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -54,6 +55,53 @@ pub trait Source: Send + Sync + 'static {
     /// threads on two processors then costs no sleep on that lock. The default is no.
     fn takes_turns(&self) -> bool {
         false
+    }
+}
+
+/// A [`Source`] whose batches a function loads: `from_fn(|indices, ctx| ...)`, for a source
+/// with no state of its own and none of the trait's other hooks.
+///
+/// ```
+/// use dlrs_core::{Config, LoadError, Loader, Order, Recv, from_fn};
+///
+/// let squares = from_fn(|indices, _| {
+///     Ok::<_, LoadError<()>>(indices.iter().map(|i| i * i).collect::<Vec<u64>>())
+/// });
+/// let loader = Loader::new(squares, Config { batch_size: 2, ..Config::default() }).unwrap();
+/// let epoch = loader.epoch(Order::Sequential { len: 3 });
+/// assert!(matches!(epoch.recv(None), Recv::Batch(Ok(b)) if b == [0, 1]));
+/// assert!(matches!(epoch.recv(None), Recv::Batch(Ok(b)) if b == [4]));
+/// ```
+pub fn from_fn<F, B, E>(load: F) -> FromFn<F, B, E>
+where
+    F: Fn(&[u64], &BatchCtx) -> Result<B, LoadError<E>> + Send + Sync + 'static,
+    B: Send + 'static,
+    E: Send + 'static,
+{
+    FromFn {
+        load,
+        types: PhantomData,
+    }
+}
+
+/// The source [`from_fn`] makes.
+pub struct FromFn<F, B, E> {
+    load: F,
+    // Only names the types: a function pointer is Send and Sync whatever they are.
+    types: PhantomData<fn() -> (B, E)>,
+}
+
+impl<F, B, E> Source for FromFn<F, B, E>
+where
+    F: Fn(&[u64], &BatchCtx) -> Result<B, LoadError<E>> + Send + Sync + 'static,
+    B: Send + 'static,
+    E: Send + 'static,
+{
+    type Batch = B;
+    type Error = E;
+
+    fn load_batch(&self, indices: &[u64], ctx: &BatchCtx) -> Result<B, LoadError<E>> {
+        (self.load)(indices, ctx)
     }
 }
 

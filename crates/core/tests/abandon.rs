@@ -35,10 +35,9 @@ fn next<S: Source>(epoch: &dlrs_core::Epoch<S>) -> Recv<S::Batch, S::Error> {
 
 #[test]
 fn live_epochs_stop_and_fail_their_unloaded_batches_later_epochs_run() {
+    // Batches of one item, two batches prefetched: the defaults.
     let config = Config {
-        batch_size: 1,
         num_workers: 2,
-        prefetch_depth: 2,
         ..Config::default()
     };
     let loader = Loader::new(Counted::default(), config).unwrap();

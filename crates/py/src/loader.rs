@@ -399,35 +399,34 @@ impl Loader {
         Ok(self.start(self.order(len, e, seed), e, timeout))
     }
 
-    /// Starts the next epoch with the batches of `batch_sampler` (an iterable of iterables of
-    /// indices), read whole now; the number of batches of such an epoch is `len` of it.
-    #[pyo3(signature = (batch_sampler, *, timeout=None))]
-    fn epoch_from_batches(
+    /// Starts the next epoch in the order of `sampler` (an iterable of indices) or with the
+    /// batches of `batch_sampler` (an iterable of iterables of indices; the epoch's batches
+    /// are then `len` of it), whichever is given, read whole now.
+    #[pyo3(signature = (*, sampler=None, batch_sampler=None, timeout=None))]
+    fn epoch_from(
         &self,
-        batch_sampler: &Bound<'_, PyAny>,
+        sampler: Option<&Bound<'_, PyAny>>,
+        batch_sampler: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
     ) -> PyResult<BatchIterator> {
         let timeout = timeout_arg(timeout)?;
-        let (indices, bounds) = read_batches(batch_sampler)?;
+        let plan = match (sampler, batch_sampler) {
+            (Some(sampler), None) => self.plan(Order::Explicit(Arc::new(read_sampler(sampler)?))),
+            (None, Some(batches)) => {
+                let (indices, bounds) = read_batches(batches)?;
+                dlrs_core::EpochPlan::with_bounds(
+                    Order::Explicit(Arc::new(indices)),
+                    Arc::from(bounds),
+                )
+            }
+            _ => {
+                return Err(PyValueError::new_err(
+                    "epoch_from takes one of sampler= and batch_sampler=",
+                ));
+            }
+        };
         let e = self.inner.advance_epoch();
-        let plan = dlrs_core::EpochPlan::with_bounds(
-            Order::Explicit(Arc::new(indices)),
-            Arc::from(bounds),
-        );
         Ok(self.start_plan(plan, e, timeout))
-    }
-
-    /// Starts the next epoch in the order of `sampler`, read whole now.
-    #[pyo3(signature = (sampler, *, timeout=None))]
-    fn epoch_from_sampler(
-        &self,
-        sampler: &Bound<'_, PyAny>,
-        timeout: Option<f64>,
-    ) -> PyResult<BatchIterator> {
-        let timeout = timeout_arg(timeout)?;
-        let indices = read_sampler(sampler)?;
-        let e = self.inner.advance_epoch();
-        Ok(self.start(Order::Explicit(Arc::new(indices)), e, timeout))
     }
 }
 
@@ -560,10 +559,14 @@ impl Loader {
 
     /// Starts an epoch of this rank's share of `order`, cut into batches of `batch_size`.
     fn start(&self, order: Order, number: u64, timeout: Option<Duration>) -> BatchIterator {
+        self.start_plan(self.plan(order), number, timeout)
+    }
+
+    /// The plan of an epoch in `order`: this rank's share of it, in batches.
+    fn plan(&self, order: Order) -> dlrs_core::EpochPlan {
         let config = self.inner.config();
         let order = self.run.shard(order, config.drop_last);
-        let plan = dlrs_core::EpochPlan::new(order, config.batch_size, config.drop_last);
-        self.start_plan(plan, number, timeout)
+        dlrs_core::EpochPlan::new(order, config.batch_size, config.drop_last)
     }
 }
 

@@ -29,8 +29,11 @@ impl Drop for TempDir {
     }
 }
 
-fn args(argv: &[&str]) -> PrefetchArgs {
-    let cli = Cli::try_parse_from(["dlrs", "prefetch"].iter().chain(argv)).unwrap();
+/// `dlrs prefetch TEMPLATE --out OUT` and `flags`, split at white space like a command line.
+fn args(template: &str, out: &Path, flags: &str) -> PrefetchArgs {
+    let out = out.to_str().unwrap();
+    let argv = ["dlrs", "prefetch", template, "--out", out];
+    let cli = Cli::try_parse_from(argv.into_iter().chain(flags.split_whitespace())).unwrap();
     match cli.command {
         Command::Prefetch(a) => a,
         other => panic!("{other:?}"),
@@ -51,16 +54,7 @@ fn fetches_every_item_into_padded_names() {
     let dir = TempDir::new("all");
     let out = dir.0.join("out");
     let template = format!("{}/item/{{index}}", server.base_url());
-    let out_s = out.to_str().unwrap();
-    let a = args(&[
-        &template,
-        "--length",
-        "12",
-        "--out",
-        out_s,
-        "--concurrency",
-        "4",
-    ]);
+    let a = args(&template, &out, "--length 12 --concurrency 4");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!(
         (
@@ -95,15 +89,7 @@ fn a_second_run_skips_complete_files_and_refetches_partial_ones() {
     std::fs::write(out.join("3.bin"), "kept").unwrap();
     std::fs::write(out.join("5.bin.part"), "ite").unwrap();
     let template = format!("{}/item/{{index}}?format=x", server.base_url());
-    let a = args(&[
-        &template,
-        "--length",
-        "8",
-        "--out",
-        out.to_str().unwrap(),
-        "--name",
-        "{index}.bin",
-    ]);
+    let a = args(&template, &out, "--length 8 --name {index}.bin");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!((report.fetched, report.skipped), (7, 1));
     assert_eq!(read(out.join("3.bin")), "kept");
@@ -122,17 +108,11 @@ fn failures_are_listed_by_index_with_redacted_locations() {
     let server = LoopbackServer::start(Duration::ZERO).unwrap();
     let dir = TempDir::new("fail");
     let template = format!("{}/{{kind}}/{{n}}?token=secret", server.base_url());
-    let a = args(&[
+    let a = args(
         &template,
-        "-c",
-        "kind=item,status,item,status",
-        "-c",
-        "n=1,404,2,500",
-        "--retries",
-        "0",
-        "--out",
-        dir.0.to_str().unwrap(),
-    ]);
+        &dir.0,
+        "-c kind=item,status,item,status -c n=1,404,2,500 --retries 0",
+    );
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!((report.fetched, report.failures.len()), (2, 2));
     let f = &report.failures[0];
@@ -155,8 +135,7 @@ fn transient_failures_are_retried() {
     let server = LoopbackServer::start(Duration::ZERO).unwrap();
     let dir = TempDir::new("retry");
     let template = format!("{}/flaky/2/item/{{index}}", server.base_url());
-    let out = dir.0.to_str().unwrap();
-    let a = args(&[&template, "--length", "3", "--retries", "2", "--out", out]);
+    let a = args(&template, &dir.0, "--length 3 --retries 2");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!((report.fetched, report.failures.len()), (3, 0));
     assert_eq!(server.requests(), 9);
@@ -174,27 +153,13 @@ fn files_are_copied_with_a_name_template() {
     }
     let template = format!("{}/{{slide}}/{{index}}.txt", src.display());
     let out = dir.0.join("out");
-    let a = args(&[
-        &template,
-        "-c",
-        "slide=a,a,b",
-        "--name",
-        "{slide}/{index}.txt",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let a = args(&template, &out, "-c slide=a,a,b --name {slide}/{index}.txt");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!(report.fetched, 3);
     assert_eq!(read(out.join("b/2.txt")), "b2");
     assert_eq!(read(out.join("a/1.txt")), "a1");
     // A missing file fails with the file's path.
-    let a = args(&[
-        &template,
-        "-c",
-        "slide=a,b,b",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let a = args(&template, &out, "-c slide=a,b,b");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!(report.failures.len(), 1);
     assert_eq!(report.failures[0].index, 1);
@@ -260,7 +225,7 @@ fn links_planted_in_out_are_not_followed() {
     symlink(outside.join("part"), out.join("0.part")).unwrap();
     symlink(outside.join("final"), out.join("1")).unwrap();
     let template = format!("{}/item/{{index}}", server.base_url());
-    let a = args(&[&template, "--length", "2", "--out", out.to_str().unwrap()]);
+    let a = args(&template, &out, "--length 2");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!((report.fetched, report.failures.len()), (2, 0));
     for victim in ["part", "final"] {
@@ -283,17 +248,7 @@ fn a_symlinked_subdirectory_in_out_is_refused() {
     symlink(&outside, out.join("sub")).unwrap();
     symlink(&outside, out.join("real/deeper")).unwrap();
     let template = format!("{}/item/{{index}}", server.base_url());
-    let one_named = |name: &str| {
-        args(&[
-            &template,
-            "--length",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-            "--name",
-            name,
-        ])
-    };
+    let one_named = |name: &str| args(&template, &out, &format!("--length 1 --name {name}"));
     for name in ["sub/{index}", "real/deeper/x/{index}"] {
         let report = prefetch(&one_named(name), quiet()).unwrap();
         assert_eq!((report.fetched, report.failures.len()), (0, 1), "{name}");

@@ -86,15 +86,64 @@ fn fetch_bytes(py: Python<'_>, dataset: &dyn Dataset, index: isize) -> PyResult<
     wait_for(py, dataset.fetch(i))
 }
 
-/// What the Python classes of the Rust datasets share.
-trait RustClass {
-    /// The dataset, read through its cache if it has one.
-    fn dataset(&self) -> Arc<dyn Dataset>;
+/// What a Python class of a Rust dataset holds: the dataset, its local cache and its repr.
+struct Parts<D> {
+    inner: D,
+    cache: Option<Arc<Cache>>,
+    /// What the dataset was made from, without secrets (no query, no header values).
+    shown: String,
+}
 
+impl<D: Dataset + Clone + 'static> Parts<D> {
+    /// `inner` with `cache`, shown as `head`, then the cache's keywords and `)`.
+    fn new(inner: D, cache: Option<Arc<Cache>>, head: &str) -> Self {
+        let shown = format!("{head}{})", shown_cache(cache.as_ref()));
+        Self {
+            inner,
+            cache,
+            shown,
+        }
+    }
+
+    /// The dataset, read through its cache if it has one.
+    fn dataset(&self) -> Arc<dyn Dataset> {
+        through(Arc::new(self.inner.clone()), self.cache.as_ref())
+    }
+}
+
+/// How a Python class of a Rust dataset shows an item.
+trait RustClass {
     /// An item as Python sees it: its bytes, unless the class says otherwise.
     fn item<'py>(&self, py: Python<'py>, bytes: &bytes::Bytes) -> PyResult<Bound<'py, PyAny>> {
         Ok(PyBytes::new(py, bytes).into_any())
     }
+}
+
+/// What every `from_template` reads after its keywords: the columns and `length`, then the
+/// class's options (with their repr) and cache. `build` makes the dataset without the
+/// interpreter; it is shown as `head`, the columns, its length and the options.
+fn templated<D, O: Send>(
+    py: Python<'_>,
+    kw: &args::Keywords<'_>,
+    columns: Option<&Bound<'_, PyAny>>,
+    options: impl FnOnce(&args::Keywords<'_>) -> PyResult<(O, String)>,
+    head: &str,
+    build: impl FnOnce(Vec<(String, Column)>, Option<usize>, O) -> Result<D, dlrs_io::Error> + Send,
+) -> PyResult<Parts<D>>
+where
+    D: Dataset + Clone + Send + 'static,
+{
+    let columns = args::columns(columns)?;
+    let length = args::length(kw.get("length"))?;
+    let (options, shown_options) = options(kw)?;
+    let cache = cache_arg(py, kw)?;
+    let names = shown_columns(&columns);
+    let inner = detached(py, || build(columns, length, options))?;
+    let head = format!(
+        "{head}, columns=[{names}], length={}{shown_options}",
+        inner.len()
+    );
+    Ok(Parts::new(inner, cache, &head))
 }
 
 /// `dataset`, read through `cache` if there is one.
@@ -170,22 +219,22 @@ fn cache_stats<'py>(
 /// Whether the items of the Rust dataset `obj` are `TarDataset` samples (dicts), not bytes.
 pub fn yields_tar_samples(obj: &Bound<'_, PyAny>) -> bool {
     obj.cast::<TarDataset>()
-        .is_ok_and(|d| d.get().inner.member().is_none())
+        .is_ok_and(|d| d.get().0.inner.member().is_none())
 }
 
 /// The Rust dataset behind a Python object, or TypeError.
 pub fn rust_dataset(obj: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Dataset>> {
     if let Ok(d) = obj.cast::<HttpDataset>() {
-        return Ok(d.get().dataset());
+        return Ok(d.get().0.dataset());
     }
     if let Ok(d) = obj.cast::<FileDataset>() {
-        return Ok(d.get().dataset());
+        return Ok(d.get().0.dataset());
     }
     if let Ok(d) = obj.cast::<ObjectStoreDataset>() {
-        return Ok(d.get().dataset());
+        return Ok(d.get().0.dataset());
     }
     if let Ok(d) = obj.cast::<TarDataset>() {
-        return Ok(d.get().dataset());
+        return Ok(d.get().0.dataset());
     }
     Err(wrong_type(
         "expected HttpDataset, FileDataset, ObjectStoreDataset or TarDataset",
@@ -236,7 +285,7 @@ macro_rules! dataset_methods {
             /// What the local cache did (hits, misses, written, not_admitted, corrupt,
             /// evicted, bytes, writes_off), or None without one.
             fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-                cache_stats(py, self.cache.as_ref())
+                cache_stats(py, self.0.cache.as_ref())
             }
         });
     };
@@ -248,16 +297,16 @@ macro_rules! dataset_methods {
             $($extra)*
 
             fn __len__(&self) -> usize {
-                py_len(&self.inner)
+                py_len(&self.0.inner)
             }
 
             fn __getitem__<'py>(&self, py: Python<'py>, index: isize) -> PyResult<Bound<'py, PyAny>> {
-                let bytes = fetch_bytes(py, &*self.dataset(), index)?;
+                let bytes = fetch_bytes(py, &*self.0.dataset(), index)?;
                 self.item(py, &bytes)
             }
 
             fn __repr__(&self) -> String {
-                self.shown.clone()
+                self.0.shown.clone()
             }
         }
     };
@@ -265,12 +314,7 @@ macro_rules! dataset_methods {
 
 /// Item i is the body of a GET request to `urls[i]` (or to the URL a template makes).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "HttpDataset")]
-pub struct HttpDataset {
-    inner: dlrs_io::HttpDataset,
-    cache: Option<Arc<Cache>>,
-    /// What the dataset was made from, without secrets (no query, no header values).
-    shown: String,
-}
+pub struct HttpDataset(Parts<dlrs_io::HttpDataset>);
 
 impl HttpDataset {
     /// The keywords of the constructors (beyond `length`).
@@ -286,37 +330,27 @@ impl HttpDataset {
         "cache_bytes",
     ];
 
-    fn options(kw: &args::Keywords<'_>) -> PyResult<HttpOptions> {
+    /// The options and their repr (header names only).
+    fn options(kw: &args::Keywords<'_>) -> PyResult<(HttpOptions, String)> {
         let headers = args::str_pairs("headers", kw.get("headers"))?;
         let connect_timeout = kw.seconds("connect_timeout", Some(Duration::from_secs(10)))?;
         let fetch = kw.fetch(FetchOptions::HTTP)?;
-        Ok(HttpOptions {
+        let mut shown = String::new();
+        if !headers.is_empty() {
+            let names: Vec<String> = headers.iter().map(|(k, _)| quoted(k)).collect();
+            shown.push_str(&format!(", headers=[{}]", names.join(", ")));
+        }
+        shown.push_str(&shown_fetch(&fetch));
+        let options = HttpOptions {
             fetch,
             headers,
             connect_timeout,
-        })
-    }
-
-    fn shown_options(options: &HttpOptions) -> String {
-        let mut out = String::new();
-        if !options.headers.is_empty() {
-            let names: Vec<String> = options.headers.iter().map(|(k, _)| quoted(k)).collect();
-            out.push_str(&format!(", headers=[{}]", names.join(", ")));
-        }
-        out.push_str(&format!(
-            ", timeout={}, retries={}",
-            seconds_shown(options.fetch.timeout),
-            options.fetch.retry.retries
-        ));
-        out
+        };
+        Ok((options, shown))
     }
 }
 
-impl RustClass for HttpDataset {
-    fn dataset(&self) -> Arc<dyn Dataset> {
-        through(Arc::new(self.inner.clone()), self.cache.as_ref())
-    }
-}
+impl RustClass for HttpDataset {}
 
 dataset_methods!(HttpDataset, cached, {
     #[new]
@@ -333,23 +367,14 @@ dataset_methods!(HttpDataset, cached, {
     ) -> PyResult<Self> {
         let kw = args::Keywords::new("HttpDataset", options, &Self::KEYWORDS)?;
         let urls = args::strs("urls", urls)?;
-        let options = Self::options(&kw)?;
+        let (options, shown_options) = Self::options(&kw)?;
         let cache = cache_arg(py, &kw)?;
         let first = urls.first().map_or_else(String::new, |u| {
             format!(", first {}", quoted(&redact_url(u)))
         });
-        let shown = format!(
-            "HttpDataset({} URLs{first}{}{})",
-            urls.len(),
-            Self::shown_options(&options),
-            shown_cache(cache.as_ref())
-        );
+        let head = format!("HttpDataset({} URLs{first}{shown_options}", urls.len());
         let inner = detached(py, || dlrs_io::HttpDataset::new(urls, options))?;
-        Ok(Self {
-            inner,
-            cache,
-            shown,
-        })
+        Ok(Self(Parts::new(inner, cache, &head)))
     }
 
     /// A dataset of the URLs made from `template` with the values of `columns` (and `{index}`).
@@ -368,48 +393,39 @@ dataset_methods!(HttpDataset, cached, {
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let kw = template_keywords("HttpDataset.from_template", options, &Self::KEYWORDS)?;
-        let columns = args::columns(columns)?;
-        let length = args::length(kw.get("length"))?;
-        let options = Self::options(&kw)?;
-        let cache = cache_arg(py, &kw)?;
-        let names = shown_columns(&columns);
-        let shown_options = Self::shown_options(&options);
-        let inner = detached(py, || {
-            dlrs_io::HttpDataset::from_template(template, columns, length, options)
-        })?;
-        let shown = format!(
-            "HttpDataset.from_template({}, columns=[{}], length={}{shown_options}{})",
-            quoted(&redact_url(template)),
-            names,
-            inner.len(),
-            shown_cache(cache.as_ref())
+        let head = format!(
+            "HttpDataset.from_template({}",
+            quoted(&redact_url(template))
         );
-        Ok(Self {
-            inner,
-            cache,
-            shown,
-        })
+        let build = |c, l, o| dlrs_io::HttpDataset::from_template(template, c, l, o);
+        let parts = templated(py, &kw, columns, Self::options, &head, build)?;
+        Ok(Self(parts))
     }
 });
 
+/// `, timeout=..., retries=...` for a repr.
+fn shown_fetch(fetch: &FetchOptions) -> String {
+    format!(
+        ", timeout={}, retries={}",
+        seconds_shown(fetch.timeout),
+        fetch.retry.retries
+    )
+}
+
 /// Item i is the content of `paths[i]` (or of the path a template makes).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "FileDataset")]
-pub struct FileDataset {
-    inner: dlrs_io::FileDataset,
-    shown: String,
-}
+pub struct FileDataset(Parts<dlrs_io::FileDataset>);
 
 impl FileDataset {
-    fn options(kw: &args::Keywords<'_>) -> PyResult<FetchOptions> {
-        kw.fetch(FetchOptions::FILE)
+    /// The options and their repr.
+    fn options(kw: &args::Keywords<'_>) -> PyResult<(FetchOptions, String)> {
+        let fetch = kw.fetch(FetchOptions::FILE)?;
+        let shown = shown_fetch(&fetch);
+        Ok((fetch, shown))
     }
 }
 
-impl RustClass for FileDataset {
-    fn dataset(&self) -> Arc<dyn Dataset> {
-        Arc::new(self.inner.clone())
-    }
-}
+impl RustClass for FileDataset {}
 
 dataset_methods!(FileDataset, {
     #[new]
@@ -425,18 +441,13 @@ dataset_methods!(FileDataset, {
     ) -> PyResult<Self> {
         let kw = args::Keywords::new("FileDataset", options, &args::FETCH_KEYWORDS)?;
         let paths = args::paths(paths)?;
-        let options = Self::options(&kw)?;
+        let (options, shown_options) = Self::options(&kw)?;
         let first = paths.first().map_or_else(String::new, |p| {
             format!(", first {}", quoted(&p.to_string_lossy()))
         });
-        let shown = format!(
-            "FileDataset({} paths{first}, timeout={}, retries={})",
-            paths.len(),
-            seconds_shown(options.timeout),
-            options.retry.retries
-        );
+        let head = format!("FileDataset({} paths{first}{shown_options}", paths.len());
         let inner = detached(py, || dlrs_io::FileDataset::new(paths, options))?;
-        Ok(Self { inner, shown })
+        Ok(Self(Parts::new(inner, None, &head)))
     }
 
     /// A dataset of the paths made from `template` with the values of `columns` (and `{index}`).
@@ -460,39 +471,26 @@ dataset_methods!(FileDataset, {
             .to_str()
             .ok_or_else(|| PyTypeError::new_err("template must be valid UTF-8"))?
             .to_owned();
-        let columns = args::columns(columns)?;
-        let length = args::length(kw.get("length"))?;
-        let options = Self::options(&kw)?;
-        let names = shown_columns(&columns);
-        let (timeout, retries) = (options.timeout, options.retry.retries);
-        let inner = detached(py, || {
-            dlrs_io::FileDataset::from_template(&template, columns, length, options)
-        })?;
-        let shown = format!(
-            "FileDataset.from_template({}, columns=[{}], length={}, timeout={}, retries={retries})",
-            quoted(&template),
-            names,
-            inner.len(),
-            seconds_shown(timeout),
-        );
-        Ok(Self { inner, shown })
+        let head = format!("FileDataset.from_template({}", quoted(&template));
+        let build = |c, l, o| dlrs_io::FileDataset::from_template(&template, c, l, o);
+        let parts = templated(py, &kw, columns, Self::options, &head, build)?;
+        Ok(Self(parts))
     }
 });
 
 /// Item i is the object `keys[i]` (or the key a template makes) under the store and prefix of
 /// a URL.
 #[pyclass(frozen, module = "dataloader_rs._native", name = "ObjectStoreDataset")]
-pub struct ObjectStoreDataset {
-    inner: dlrs_io::ObjectStoreDataset,
-    cache: Option<Arc<Cache>>,
-    shown: String,
-}
+pub struct ObjectStoreDataset(Parts<dlrs_io::ObjectStoreDataset>);
 
 impl ObjectStoreDataset {
-    fn options(kw: &args::Keywords<'_>) -> PyResult<ObjectStoreOptions> {
+    /// The options and their repr (option names only).
+    fn options(kw: &args::Keywords<'_>) -> PyResult<(ObjectStoreOptions, String)> {
         let options = args::str_pairs("options", kw.get("options"))?;
         let fetch = kw.fetch(FetchOptions::OBJECT_STORE)?;
-        Ok(ObjectStoreOptions { options, fetch })
+        let keys: Vec<String> = options.iter().map(|(k, _)| quoted(k)).collect();
+        let shown = format!(", options=[{}]{}", keys.join(", "), shown_fetch(&fetch));
+        Ok((ObjectStoreOptions { options, fetch }, shown))
     }
 
     /// The keywords of the constructors (beyond `length`).
@@ -502,23 +500,9 @@ impl ObjectStoreDataset {
         known.extend(CACHE_KEYWORDS);
         known
     }
-
-    fn shown_options(options: &ObjectStoreOptions) -> String {
-        let keys: Vec<String> = options.options.iter().map(|(k, _)| quoted(k)).collect();
-        format!(
-            ", options=[{}], timeout={}, retries={}",
-            keys.join(", "),
-            seconds_shown(options.fetch.timeout),
-            options.fetch.retry.retries
-        )
-    }
 }
 
-impl RustClass for ObjectStoreDataset {
-    fn dataset(&self) -> Arc<dyn Dataset> {
-        through(Arc::new(self.inner.clone()), self.cache.as_ref())
-    }
-}
+impl RustClass for ObjectStoreDataset {}
 
 dataset_methods!(ObjectStoreDataset, cached, {
     #[new]
@@ -535,21 +519,15 @@ dataset_methods!(ObjectStoreDataset, cached, {
     ) -> PyResult<Self> {
         let kw = args::Keywords::new("ObjectStoreDataset", options, &Self::keywords())?;
         let keys = args::strs("keys", keys)?;
-        let options = Self::options(&kw)?;
+        let (options, shown_options) = Self::options(&kw)?;
         let cache = cache_arg(py, &kw)?;
-        let shown = format!(
-            "ObjectStoreDataset({}, {} keys{}{})",
+        let head = format!(
+            "ObjectStoreDataset({}, {} keys{shown_options}",
             quoted(&redact_url(url)),
-            keys.len(),
-            Self::shown_options(&options),
-            shown_cache(cache.as_ref())
+            keys.len()
         );
         let inner = detached(py, || dlrs_io::ObjectStoreDataset::new(url, keys, options))?;
-        Ok(Self {
-            inner,
-            cache,
-            shown,
-        })
+        Ok(Self(Parts::new(inner, cache, &head)))
     }
 
     /// A dataset of the objects whose keys, under the prefix of `url`, are made from `template`.
@@ -568,44 +546,19 @@ dataset_methods!(ObjectStoreDataset, cached, {
         columns: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let kw = template_keywords(
-            "ObjectStoreDataset.from_template",
-            options,
-            &Self::keywords(),
-        )?;
-        let columns = args::columns(columns)?;
-        let length = args::length(kw.get("length"))?;
-        let options = Self::options(&kw)?;
-        let cache = cache_arg(py, &kw)?;
-        let names = shown_columns(&columns);
-        let shown_options = Self::shown_options(&options);
-        let inner = detached(py, || {
-            dlrs_io::ObjectStoreDataset::from_template(url, template, columns, length, options)
-        })?;
-        let shown = format!(
-            "ObjectStoreDataset.from_template({}, {}, columns=[{}], length={}{shown_options}{})",
-            quoted(&redact_url(url)),
-            quoted(template),
-            names,
-            inner.len(),
-            shown_cache(cache.as_ref())
-        );
-        Ok(Self {
-            inner,
-            cache,
-            shown,
-        })
+        let what = "ObjectStoreDataset.from_template";
+        let kw = template_keywords(what, options, &Self::keywords())?;
+        let head = format!("{what}({}, {}", quoted(&redact_url(url)), quoted(template));
+        let build = |c, l, o| dlrs_io::ObjectStoreDataset::from_template(url, template, c, l, o);
+        let parts = templated(py, &kw, columns, Self::options, &head, build)?;
+        Ok(Self(parts))
     }
 });
 
 /// Item i is sample i of tar shards (WebDataset layout) at paths, http(s) or object-store
 /// URLs: a dict `{extension: bytes}`, or with `member=` that member's bytes.
 #[pyclass(frozen, module = "dataloader_rs._native", name = "TarDataset")]
-pub struct TarDataset {
-    inner: dlrs_io::TarDataset,
-    cache: Option<Arc<Cache>>,
-    shown: String,
-}
+pub struct TarDataset(Parts<dlrs_io::TarDataset>);
 
 impl TarDataset {
     fn keywords() -> Vec<&'static str> {
@@ -650,13 +603,9 @@ fn locations(value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 }
 
 impl RustClass for TarDataset {
-    fn dataset(&self) -> Arc<dyn Dataset> {
-        through(Arc::new(self.inner.clone()), self.cache.as_ref())
-    }
-
     /// `{extension: bytes}`, or the member's bytes with `member=`.
     fn item<'py>(&self, py: Python<'py>, bytes: &bytes::Bytes) -> PyResult<Bound<'py, PyAny>> {
-        if self.inner.member().is_some() {
+        if self.0.inner.member().is_some() {
             return Ok(PyBytes::new(py, bytes).into_any());
         }
         Ok(crate::pipeline::tar_sample(py, bytes)?.into_any())
@@ -721,24 +670,19 @@ dataset_methods!(TarDataset, cached, {
             index_dir,
         };
         let inner = wait_for(py, dlrs_io::TarDataset::open(locations, options))?;
-        let shown = format!(
-            "TarDataset({count} shards{first}, {} samples{shown_member}{})",
-            inner.len(),
-            shown_cache(cache.as_ref())
+        let head = format!(
+            "TarDataset({count} shards{first}, {} samples{shown_member}",
+            inner.len()
         );
-        Ok(Self {
-            inner,
-            cache,
-            shown,
-        })
+        Ok(Self(Parts::new(inner, cache, &head)))
     }
 
     /// The key of sample `index` (`'000123'` for `000123.jpg`), read from the index.
     fn key(&self, index: u64) -> PyResult<String> {
-        self.inner.key(index).map(str::to_owned).ok_or_else(|| {
+        self.0.inner.key(index).map(str::to_owned).ok_or_else(|| {
             PyIndexError::new_err(format!(
                 "index {index} is out of range for a dataset of {} items",
-                self.inner.len()
+                self.0.inner.len()
             ))
         })
     }
@@ -746,12 +690,12 @@ dataset_methods!(TarDataset, cached, {
     /// The number of shards.
     #[getter]
     fn num_shards(&self) -> usize {
-        self.inner.shards()
+        self.0.inner.shards()
     }
 
     /// The member an item is (`member=`), or None: the whole sample.
     #[getter]
     fn member(&self) -> Option<&str> {
-        self.inner.member()
+        self.0.inner.member()
     }
 });
