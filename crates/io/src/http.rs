@@ -305,7 +305,7 @@ mod tests {
     use crate::runtime::Runtime;
     use crate::test_server::{LoopbackServer, Reply};
     use crate::test_util::{
-        assert_http, assert_request, assert_starts_with, assert_too_large, refused_port,
+        assert_http, assert_request, assert_resets_retried, assert_too_large, fetch, refused_port,
     };
     use crate::{ErrorKind, RequestKind, RetryOptions, template::Column};
     use futures::StreamExt;
@@ -333,10 +333,6 @@ mod tests {
         let runtime = Runtime::new(Some(2)).unwrap();
         let server = LoopbackServer::scripted(route).unwrap();
         (runtime, server)
-    }
-
-    fn fetch(runtime: &Runtime, dataset: &HttpDataset, index: u64) -> Result<Bytes, Error> {
-        runtime.block_on(dataset.fetch(index)).unwrap()
     }
 
     #[test]
@@ -639,12 +635,13 @@ mod tests {
         });
         let dataset =
             HttpDataset::new(vec![server.url("/flaky"), server.url("/reset")], fast(2)).unwrap();
-        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"ok"[..]);
-        assert_eq!(server.hits("/flaky"), 2);
-        let error = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert_request(&error, RequestKind::ConnectionReset);
-        assert_starts_with(&error, &format!("{}/reset: ", server.base_url()));
-        assert_eq!(server.hits("/reset"), 3);
+        assert_resets_retried(
+            &runtime,
+            &server,
+            &dataset,
+            (0, "/flaky", b"ok"),
+            (1, "/reset"),
+        );
     }
 
     #[test]

@@ -756,16 +756,12 @@ mod tests {
     use crate::template::Column;
     use crate::test_server::{LoopbackServer, Reply};
     use crate::test_util::{
-        TempDir, assert_http, assert_io, assert_request, assert_starts_with, assert_too_large,
-        refused_port,
+        TempDir, assert_http, assert_io, assert_request, assert_resets_retried, assert_too_large,
+        fetch, refused_port,
     };
     use crate::{ErrorKind, RequestKind};
     use object_store::memory::InMemory;
     use object_store::{ObjectStoreExt, PutPayload};
-
-    fn fetch(runtime: &Runtime, dataset: &ObjectStoreDataset, index: u64) -> Result<Bytes, Error> {
-        runtime.block_on(dataset.fetch(index)).unwrap()
-    }
 
     fn fast(retries: u32) -> RetryOptions {
         RetryOptions {
@@ -1130,12 +1126,11 @@ mod tests {
         })
         .unwrap();
         let dataset = http_dataset(&server, &["once", "reset", "cut"], None, 99);
-        assert_eq!(fetch(&runtime, &dataset, 0).unwrap(), &b"back"[..]);
-        assert_eq!(server.hits("/bucket/pre/once"), 2);
-        let reset = fetch(&runtime, &dataset, 1).unwrap_err();
-        assert_request(&reset, RequestKind::ConnectionReset);
-        assert_starts_with(&reset, &format!("{}/bucket/pre/reset: ", server.base_url()));
-        assert_eq!(server.hits("/bucket/pre/reset"), 3);
+        let (once, always) = (
+            (0, "/bucket/pre/once", &b"back"[..]),
+            (1, "/bucket/pre/reset"),
+        );
+        assert_resets_retried(&runtime, &server, &dataset, once, always);
         let cut = fetch(&runtime, &dataset, 2).unwrap_err();
         assert_request(&cut, RequestKind::Truncated);
         assert_eq!(server.hits("/bucket/pre/cut"), 3);

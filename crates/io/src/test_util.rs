@@ -88,3 +88,32 @@ pub(crate) fn refused_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// `dataset[index]`, fetched on `runtime`.
+pub(crate) fn fetch(
+    runtime: &crate::Runtime,
+    dataset: &dyn crate::Dataset,
+    index: u64,
+) -> Result<bytes::Bytes, Error> {
+    runtime.block_on(dataset.fetch(index)).unwrap()
+}
+
+/// With two retries: item `once.0` of `dataset` (at `once.1` on `server`) was reset on its
+/// first request and answered `once.2` on the next; item `always.0` (at `always.1`) is reset
+/// on each of its three attempts and fails as a reset connection, its location first.
+#[cfg(any(feature = "http", feature = "object-store"))]
+#[track_caller]
+pub(crate) fn assert_resets_retried(
+    runtime: &crate::Runtime,
+    server: &crate::test_server::LoopbackServer,
+    dataset: &dyn crate::Dataset,
+    once: (u64, &str, &[u8]),
+    always: (u64, &str),
+) {
+    assert_eq!(fetch(runtime, dataset, once.0).unwrap(), once.2);
+    assert_eq!(server.hits(once.1), 2);
+    let error = fetch(runtime, dataset, always.0).unwrap_err();
+    assert_request(&error, crate::RequestKind::ConnectionReset);
+    assert_starts_with(&error, &format!("{}{}: ", server.base_url(), always.1));
+    assert_eq!(server.hits(always.1), 3);
+}

@@ -7,7 +7,7 @@ use super::parse::tests::{Long, Writer};
 use super::*;
 use crate::runtime::Runtime;
 use crate::test_server::LoopbackServer;
-use crate::test_util::{TempDir, assert_too_large};
+use crate::test_util::{TempDir, assert_too_large, fetch};
 use crate::{Cache, Cached, ErrorKind, RetryOptions};
 
 /// The bytes of member `ext` of sample `key` in the test shards.
@@ -73,10 +73,6 @@ fn open(runtime: &Runtime, locations: &[String], options: TarOptions) -> Result<
     runtime
         .block_on(TarDataset::open(locations.to_vec(), options))
         .unwrap()
-}
-
-fn fetch(runtime: &Runtime, dataset: &dyn Dataset, index: u64) -> Result<Bytes, Error> {
-    runtime.block_on(dataset.fetch(index)).unwrap()
 }
 
 fn members(sample: &Sample) -> Vec<(String, Vec<u8>)> {
