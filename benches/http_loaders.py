@@ -9,8 +9,9 @@ server that answers each request after 10 ms, batches of 64, a fresh loader per 
 
 Contenders: HttpDataset (64 requests in flight: num_workers=2, item_concurrency=32; and
 HttpDataset-1x64, num_workers=1, item_concurrency=64, whose first batch needs one round of
-requests instead of two, but whose batches do not overlap; and HttpDataset-4x16, four batches
-at once of 16 requests each), a PyAsyncDataset on aiohttp (same
+requests instead of two, but whose batches do not overlap; HttpDataset-4x16, four batches
+at once of 16 requests each; and HttpDataset-2x64/64, two batches of up to 64 requests sharing
+items_in_flight=64, the earlier batch first), a PyAsyncDataset on aiohttp (same
 settings; left out without aiohttp), a PyDataset on urllib with item_concurrency (64 threads),
 and torch's DataLoader with 8 and 16 worker processes running the same urllib dataset (left out
 without torch).
@@ -223,6 +224,11 @@ def contenders(urls: list[str], sequential: bool) -> dict[str, Callable[[], Iter
         # The same 64 in flight over more batches at once: their waves of answers fall at
         # different times, so one batch's CPU work overlaps another's wait.
         "HttpDataset-4x16": lambda: PyDataloader(http, batch_size=BATCH, num_workers=4, item_concurrency=16),
+        # Two batches share 64 slots, the earlier first: the first batch takes one round, and
+        # the next starts on the slots the current one leaves as its answers arrive.
+        "HttpDataset-2x64/64": lambda: PyDataloader(
+            http, batch_size=BATCH, num_workers=2, item_concurrency=64, items_in_flight=64
+        ),
     }
     if aiohttp is not None:
         out["PyAsyncDataset+aiohttp"] = lambda: PyDataloader(

@@ -88,6 +88,41 @@ def test_requests_in_flight_are_num_workers_times_item_concurrency(http_server_f
     assert 8 < server.max_in_flight <= 16
 
 
+def test_items_in_flight_bounds_the_requests_of_all_batches_in_flight(http_server_factory):
+    server = http_server_factory(delay=0.2)
+    ds = HttpDataset([server.item_url(i) for i in range(48)])
+    loader = PyDataloader(ds, batch_size=16, num_workers=2, item_concurrency=16, items_in_flight=6)
+    assert loader.items_in_flight == 6
+    assert [x for b in loader for x in b] == [item_body(i) for i in range(48)]
+    # Two batches of 16 at once would be 32 requests; the budget holds them to 6, and uses them.
+    assert server.max_in_flight == 6
+
+
+def test_items_in_flight_go_to_the_earliest_batch_first(http_server_factory):
+    server = http_server_factory(delay=0.2)
+    ds = HttpDataset([server.item_url(i) for i in range(64)])
+    loader = PyDataloader(ds, batch_size=16, num_workers=2, item_concurrency=16, items_in_flight=16)
+    assert sum(len(b) for b in loader) == 64
+    # All 16 slots went to the first batch; the second batch's requests came once it was answered.
+    first = [r.path for r in server.requests[:16]]
+    assert sorted(first) == sorted(f"/item/{i}" for i in range(16)), first
+
+
+def test_items_in_flight_is_checked(http_server):
+    ds = HttpDataset([http_server.item_url(i) for i in range(4)])
+    assert list(PyDataloader(ds, batch_size=4, items_in_flight=1)) == [[item_body(i) for i in range(4)]]
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=f"items_in_flight must be at least 1, got {bad}"):
+            PyDataloader(ds, items_in_flight=bad)
+    with pytest.raises(TypeError, match="items_in_flight must be an int"):
+        PyDataloader(ds, items_in_flight=2.5)
+    with pytest.raises(ValueError, match="items_in_flight bounds the fetches of Rust datasets"):
+        PyDataloader(list(range(4)), items_in_flight=2)
+    loader = PyDataloader(ds, items_in_flight=2)
+    with pytest.raises(ValueError, match="items_in_flight cannot be changed once the loader is made"):
+        loader.items_in_flight = 3
+
+
 def test_one_client_keeps_connections_open(http_server):
     ds = HttpDataset([http_server.item_url(i) for i in range(60)])
     list(PyDataloader(ds, batch_size=10, num_workers=1, item_concurrency=2))

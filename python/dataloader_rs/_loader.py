@@ -199,7 +199,8 @@ _FROZEN = frozenset(
     {
         "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
         "prefetch_depth", "prefetch_factor", "transform", "collate_fn", "drop_last",
-        "item_concurrency", "return_indices", "runtime_threads", "persistent_workers",
+        "item_concurrency", "items_in_flight", "return_indices", "runtime_threads",
+        "persistent_workers",
         "pin_memory", "pin_memory_device", "timeout", "worker_init_fn", "generator",
         "in_order", "multiprocessing_context", "max_failures", "rank", "world_size", "seed",
     }
@@ -347,6 +348,9 @@ class PyDataloader(Generic[B]):
         item_concurrency: items of one batch fetched in parallel, one ``__getitem__`` each.
         return_indices: each batch comes as ``(batch, indices)``.
         runtime_threads: threads of the async runtime (async and Rust datasets only), 1 to 1024.
+        items_in_flight: the most items fetched at once across the batches in flight (Rust
+            datasets only; ≥ 1): the earliest batch gets them first, the next takes up the
+            slots it leaves. None: ``num_workers * item_concurrency``.
         rank, world_size: load this rank's share (otherwise found from torch.distributed or
             torchrun's environment when an epoch starts).
         max_failures: skip failed items, at most a count or a fraction of the epoch.
@@ -378,6 +382,7 @@ class PyDataloader(Generic[B]):
         item_concurrency: int = _MISSING,
         return_indices: bool = False,
         runtime_threads: int | None = None,
+        items_in_flight: int | None = None,
         items_in_parallel: int = _MISSING,
         rank: int | None = None,
         world_size: int | None = None,
@@ -469,6 +474,13 @@ class PyDataloader(Generic[B]):
                 "runtime_threads sizes the async runtime of async and Rust datasets; "
                 f"{type(dataset).__name__} is a synchronous dataset"
             )
+        if items_in_flight is not None:
+            if not is_rust:
+                raise ValueError(
+                    "items_in_flight bounds the fetches of Rust datasets (HttpDataset, "
+                    f"FileDataset, ObjectStoreDataset, TarDataset); {type(dataset).__name__} is not one"
+                )
+            items_in_flight = _int_arg("items_in_flight", items_in_flight, -sys.maxsize)
         if is_async:
             _check_async_dataset(dataset)
         elif not is_rust:
@@ -481,6 +493,7 @@ class PyDataloader(Generic[B]):
         self.drop_last = drop_last
         self.return_indices = return_indices
         self.runtime_threads = runtime_threads
+        self.items_in_flight = items_in_flight
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
         self.persistent_workers = persistent_workers
@@ -507,6 +520,7 @@ class PyDataloader(Generic[B]):
             "collate_fn": _pinning(collate_fn, pin_memory, pin_memory_device),
             "return_indices": return_indices,
             "runtime_threads": runtime_threads,
+            "items_in_flight": items_in_flight,
             "settings": {
                 # A batch never holds more than the epoch, nor the ring more than its batches:
                 # a larger value acts as sys.maxsize (which fits a usize).

@@ -73,6 +73,7 @@ class _Spec(TypedDict):
     collate_fn: Callable[[list[Any]], Any] | None
     return_indices: bool
     runtime_threads: int | None
+    items_in_flight: int | None
     settings: _Settings
 
 class _Settings(TypedDict):

@@ -36,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 mod cache;
 mod dataset;
 mod error;
@@ -61,6 +62,7 @@ mod tls;
 #[cfg(any(test, feature = "test-server"))]
 pub mod test_server;
 
+pub use budget::{Acquire, ItemBudget, Slot};
 pub use cache::{Cache, CacheKey, CacheSnapshot, Cached};
 pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
 pub use error::{Error, ErrorKind, RequestKind};

@@ -59,6 +59,7 @@ use dlrs_core::per_process::PerProcess;
 use dlrs_core::sync::{lock, panic_message};
 use dlrs_core::{BatchCtx, Epoch, ItemStats, LoadError, Pool, Source, WAIT_SLICE};
 
+use crate::budget::ItemBudget;
 use crate::{Dataset, Error, Runtime};
 
 /// The items of one batch fetched at once when not set ([`Pipeline::item_concurrency`]).
@@ -254,6 +255,7 @@ pub struct Pipeline<S: Stages> {
     stages: Arc<S>,
     runtime: Arc<Runtime>,
     item_concurrency: usize,
+    budget: Option<Arc<ItemBudget>>,
     transforms: TransformPool,
     stats: Arc<ItemStats>,
 }
@@ -263,6 +265,7 @@ impl<S: Stages> std::fmt::Debug for Pipeline<S> {
         f.debug_struct("Pipeline")
             .field("len", &self.dataset.len())
             .field("item_concurrency", &self.item_concurrency)
+            .field("items_in_flight", &self.budget.is_some())
             .field("transform_threads", &self.transforms.threads)
             .finish_non_exhaustive()
     }
@@ -279,6 +282,7 @@ impl<S: Stages> Pipeline<S> {
             stages: Arc::new(stages),
             runtime: Arc::new(Runtime::default()),
             item_concurrency: DEFAULT_ITEM_CONCURRENCY,
+            budget: None,
             transforms: TransformPool::new(cpus),
             stats: Arc::default(),
         }
@@ -288,6 +292,15 @@ impl<S: Stages> Pipeline<S> {
     #[must_use]
     pub fn item_concurrency(mut self, k: usize) -> Self {
         self.item_concurrency = k.max(1);
+        self
+    }
+
+    /// Fetches at most `n` (at least 1) items at once across the batches in flight, the
+    /// earliest batch first ([`ItemBudget`]); `None` (the default): only `item_concurrency`
+    /// per batch bounds them.
+    #[must_use]
+    pub fn items_in_flight(mut self, n: Option<usize>) -> Self {
+        self.budget = n.map(ItemBudget::new);
         self
     }
 
@@ -365,6 +378,12 @@ impl<S: Stages> Pipeline<S> {
         let on_pool = self.stages.runs_on_pool();
         let mut next = 0;
         loop {
+            // The items about to start take their places in the budget's line together.
+            let end = (next + self.item_concurrency.saturating_sub(running.len())).min(n);
+            let mut places = self
+                .budget
+                .as_ref()
+                .map(|b| b.acquire_many(ctx.batch_number(), next..end).into_iter());
             while running.len() < self.item_concurrency && next < n {
                 let at = ItemAt {
                     index: indices[next],
@@ -374,7 +393,16 @@ impl<S: Stages> Pipeline<S> {
                     epoch_id: ctx.epoch_id(),
                 };
                 next += 1;
-                let fetch = AbortOnDrop(handle.spawn(self.dataset.fetch(at.index)));
+                let item = self.dataset.fetch(at.index);
+                let slot = places.as_mut().and_then(Iterator::next);
+                let fetch = AbortOnDrop(handle.spawn(async move {
+                    // Held until the body is read: the budget counts requests under way.
+                    let _slot = match slot {
+                        Some(slot) => Some(slot.await),
+                        None => None,
+                    };
+                    item.await
+                }));
                 let (stats, stages) = (&self.stats, &self.stages);
                 let (fetching, started) = (stats.fetching(), stats.fetch_clock());
                 let transforms = &self.transforms;

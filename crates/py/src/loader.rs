@@ -105,6 +105,8 @@ struct Spec {
     collate_fn: Option<Py<PyAny>>,
     return_indices: bool,
     runtime_threads: Option<i64>,
+    /// The most items fetched at once across the batches in flight (Rust datasets).
+    items_in_flight: Option<i64>,
     settings: Common,
 }
 
@@ -132,6 +134,12 @@ impl Loader {
                     "runtime_threads must be between 1 and {}, got {n}",
                     dlrs_io::MAX_THREADS
                 ))
+            })?),
+        };
+        let items_in_flight = match spec.items_in_flight {
+            None => None,
+            Some(n) => Some(usize::try_from(n).ok().filter(|&n| n >= 1).ok_or_else(|| {
+                PyValueError::new_err(format!("items_in_flight must be at least 1, got {n}"))
             })?),
         };
         let kind = spec.kind.as_str();
@@ -168,6 +176,7 @@ impl Loader {
                             dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
                                 .runtime(runtime)
                                 .item_concurrency(item_concurrency)
+                                .items_in_flight(items_in_flight)
                                 .transform_threads(threads)
                                 .stats(stats),
                         )
