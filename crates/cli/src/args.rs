@@ -207,6 +207,10 @@ pub struct BenchArgs {
     /// images, which are CPU-bound).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: Option<u32>,
+    /// The most items fetched at once across the batches in flight, the earliest batch first
+    /// (files and http; default: workers × concurrency).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub items_in_flight: Option<u32>,
     /// Bytes per item of the files and http workloads.
     #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=(64 << 20)))]
     pub item_bytes: u64,

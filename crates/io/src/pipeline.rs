@@ -393,7 +393,7 @@ impl<S: Stages> Pipeline<S> {
                     epoch_id: ctx.epoch_id(),
                 };
                 next += 1;
-                let item = self.dataset.fetch(at.index);
+                let (dataset, index) = (Arc::clone(&self.dataset), at.index);
                 let slot = places.as_mut().and_then(Iterator::next);
                 let fetch = AbortOnDrop(handle.spawn(async move {
                     // Held until the body is read: the budget counts requests under way.
@@ -401,7 +401,7 @@ impl<S: Stages> Pipeline<S> {
                         Some(slot) => Some(slot.await),
                         None => None,
                     };
-                    item.await
+                    dataset.fetch(index).await
                 }));
                 let (stats, stages) = (&self.stats, &self.stages);
                 let (fetching, started) = (stats.fetching(), stats.fetch_clock());
@@ -813,6 +813,52 @@ mod tests {
         fn collate(&self, items: Vec<usize>, _: &[u64]) -> Result<Vec<usize>, Error> {
             Ok(items)
         }
+    }
+
+    /// A dataset whose fetches take a few milliseconds, counting how many run at once.
+    #[derive(Default)]
+    struct Overlapping {
+        running: AtomicUsize,
+        peak: AtomicUsize,
+    }
+
+    impl Dataset for Arc<Overlapping> {
+        fn len(&self) -> u64 {
+            48
+        }
+
+        fn fetch(&self, _: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
+            let this = Arc::clone(self);
+            Box::pin(async move {
+                let now = this.running.fetch_add(1, Ordering::SeqCst) + 1;
+                this.peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                this.running.fetch_sub(1, Ordering::SeqCst);
+                Ok(Bytes::from_static(b"abc"))
+            })
+        }
+    }
+
+    #[test]
+    fn items_in_flight_bounds_the_fetches_of_every_batch_in_flight() {
+        let dataset = Arc::new(Overlapping::default());
+        let pipeline = Pipeline::new(Arc::new(Arc::clone(&dataset)), Lengths)
+            .item_concurrency(8)
+            .items_in_flight(Some(3))
+            .runtime(Arc::new(Runtime::new(Some(2)).unwrap()));
+        let config = Config {
+            batch_size: 8,
+            num_workers: 2,
+            ..Config::default()
+        };
+        let loader = Loader::new(pipeline, config).unwrap();
+        let batches: Vec<Vec<usize>> = loader
+            .epoch(Order::Sequential { len: 48 })
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(batches, vec![vec![3; 8]; 6]);
+        // Two batches of 8 at once could run 16; the budget's 3 slots are all used.
+        assert_eq!(dataset.peak.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub fn run(
                 None,
                 FetchOptions::FILE,
             )?;
-            let source = fetch(Arc::new(dataset), config.item_concurrency);
+            let source = fetch(Arc::new(dataset), config.item_concurrency, args);
             measure(name, source, config, items, args.epochs, &progress)
         }
         Workload::Images => {
@@ -92,7 +92,7 @@ pub fn run(
                 Some(usize::try_from(items).context("--items")?),
                 HttpOptions::default(),
             )?;
-            let source = fetch(Arc::new(dataset), config.item_concurrency);
+            let source = fetch(Arc::new(dataset), config.item_concurrency, args);
             measure(name, source, config, items, args.epochs, &progress)
         }
     };
@@ -163,10 +163,12 @@ impl Stages for Count {
     }
 }
 
-/// A dlrs-io dataset as a source: each batch fetches its items, `concurrency` at once, on a
-/// runtime shared by the workers.
-fn fetch(dataset: Arc<dyn Dataset>, concurrency: usize) -> Pipeline<Count> {
-    Pipeline::new(dataset, Count).item_concurrency(concurrency)
+/// A dlrs-io dataset as a source: each batch fetches its items, `concurrency` at once (and
+/// `--items-in-flight` across the batches), on a runtime shared by the workers.
+fn fetch(dataset: Arc<dyn Dataset>, concurrency: usize, args: &BenchArgs) -> Pipeline<Count> {
+    Pipeline::new(dataset, Count)
+        .item_concurrency(concurrency)
+        .items_in_flight(args.items_in_flight.map(|n| n as usize))
 }
 
 /// The tiles of the images workload, held in memory.
@@ -224,7 +226,11 @@ struct TempFiles(std::path::PathBuf);
 
 impl TempFiles {
     fn new(n: u64, size: usize) -> Result<TempFiles> {
-        let dir = std::env::temp_dir().join(format!("dlrs-bench-files-{}", std::process::id()));
+        // One directory per call: two runs in one process (tests in parallel) keep apart.
+        static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("dlrs-bench-files-{}-{run}", std::process::id());
+        let dir = std::env::temp_dir().join(name);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
@@ -300,6 +306,31 @@ mod tests {
             );
             assert!(stats.load_p50.is_some());
         }
+    }
+
+    #[test]
+    fn items_in_flight_runs_the_fetching_workloads() {
+        let a = args(&[
+            "--items",
+            "40",
+            "--batch-size",
+            "8",
+            "--concurrency",
+            "8",
+            "--items-in-flight",
+            "3",
+            "--item-bytes",
+            "100",
+            "--latency-ms",
+            "1",
+        ]);
+        assert_eq!(a.items_in_flight, Some(3));
+        for workload in [Workload::Files, Workload::Http] {
+            let m = run(workload, &a, quiet()).unwrap();
+            assert_eq!((m.items, m.bytes), (40, 4000), "{workload:?}");
+        }
+        let zero = crate::Cli::try_parse_from(["dlrs", "bench", "--items-in-flight", "0"]);
+        assert!(zero.unwrap_err().to_string().contains("--items-in-flight"));
     }
 
     #[test]
