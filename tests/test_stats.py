@@ -59,6 +59,21 @@ def test_requests_and_items_in_flight_while_a_request_stalls(http_server):
     assert wait_until(lambda: (loader.stats()["requests_in_flight"], loader.stats()["items_in_flight"]) == (0, 0))
 
 
+def test_items_waiting_for_a_slot_of_items_in_flight_are_not_in_flight(http_server):
+    urls = [http_server.item_url(i, fault="stall") for i in range(8)]
+    loader = PyDataloader(
+        HttpDataset(urls, timeout=None), batch_size=4, num_workers=2, item_concurrency=4, items_in_flight=3
+    )
+    it = iter(loader)
+    assert wait_until(lambda: http_server.in_flight == 3)
+    # Two batches of 4 are started; 3 items have a slot and fetch, 5 wait for one.
+    assert wait_until(lambda: loader.stats()["items_in_flight"] == 3)
+    s = loader.stats()
+    assert (s["requests_in_flight"], s["items_in_flight"]) == (3, 3)
+    del it
+    assert wait_until(lambda: (loader.stats()["requests_in_flight"], loader.stats()["items_in_flight"]) == (0, 0))
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_items_delivered_after_a_break_count_what_the_consumer_got(workers):
     loader = PyDataloader(Range(100), batch_size=10, num_workers=workers, prefetch_depth=4)

@@ -394,6 +394,7 @@ impl<S: Stages> Pipeline<S> {
                 };
                 next += 1;
                 let (dataset, index) = (Arc::clone(&self.dataset), at.index);
+                let stats = Arc::clone(&self.stats);
                 let slot = places.as_mut().and_then(Iterator::next);
                 let fetch = AbortOnDrop(handle.spawn(async move {
                     // Held until the body is read: the budget counts requests under way.
@@ -401,15 +402,18 @@ impl<S: Stages> Pipeline<S> {
                         Some(slot) => Some(slot.await),
                         None => None,
                     };
-                    dataset.fetch(index).await
+                    // Counted and timed from here: an item that waits for a slot is not in
+                    // flight yet.
+                    let (fetching, started) = (stats.fetching(), stats.fetch_clock());
+                    let fetched = dataset.fetch(index).await;
+                    stats.fetch_took(started);
+                    drop(fetching);
+                    fetched
                 }));
-                let (stats, stages) = (&self.stats, &self.stages);
-                let (fetching, started) = (stats.fetching(), stats.fetch_clock());
+                let stages = &self.stages;
                 let transforms = &self.transforms;
                 running.push(async move {
                     let fetched = fetch.await;
-                    stats.fetch_took(started);
-                    drop(fetching);
                     let result = match fetched {
                         Err(e) => Err(stages.io_error(Some(&at), e)),
                         Ok(bytes) if on_pool => {
