@@ -98,16 +98,6 @@ def test_items_in_flight_bounds_the_requests_of_all_batches_in_flight(http_serve
     assert server.max_in_flight == 6
 
 
-def test_items_in_flight_go_to_the_earliest_batch_first(http_server_factory):
-    server = http_server_factory(delay=0.2)
-    ds = HttpDataset([server.item_url(i) for i in range(64)])
-    loader = PyDataloader(ds, batch_size=16, num_workers=2, item_concurrency=16, items_in_flight=16)
-    assert sum(len(b) for b in loader) == 64
-    # All 16 slots went to the first batch; the second batch's requests came once it was answered.
-    first = [r.path for r in server.requests[:16]]
-    assert sorted(first) == sorted(f"/item/{i}" for i in range(16)), first
-
-
 def test_items_in_flight_is_checked(http_server):
     ds = HttpDataset([http_server.item_url(i) for i in range(4)])
     assert list(PyDataloader(ds, batch_size=4, items_in_flight=1)) == [[item_body(i) for i in range(4)]]

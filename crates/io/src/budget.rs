@@ -2,6 +2,9 @@
 //! granted to the earliest batch first: the next batch takes up the slots the current one
 //! leaves as its items arrive, so a few batches in flight keep the limit's worth of requests
 //! running without the first batch waiting on the later ones.
+//!
+//! The line is taken when a batch starts its items: a later batch whose worker starts first
+//! takes slots until the earlier batch is in line, and those it holds are not taken back.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -140,7 +143,7 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -153,28 +156,39 @@ mod tests {
 
     #[test]
     fn slots_go_to_the_earliest_batch_first() {
-        runtime().block_on(async {
-            let budget = ItemBudget::new(2);
-            let held: Vec<Slot> = vec![budget.acquire(0, 0).await, budget.acquire(0, 1).await];
-            let order = Arc::new(Mutex::new(Vec::new()));
-            // Batch 1 asks first, then batch 0's last item: batch 0 goes first all the same.
-            let mut tasks = Vec::new();
-            for (batch, position) in [(1, 0), (1, 1), (0, 2)] {
-                let (budget, order) = (Arc::clone(&budget), Arc::clone(&order));
-                tasks.push(tokio::spawn(async move {
-                    let slot = budget.acquire(batch, position).await;
-                    order.lock().unwrap().push((batch, position));
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                    drop(slot);
-                }));
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            drop(held);
-            for t in tasks {
-                t.await.unwrap();
-            }
-            assert_eq!(*order.lock().unwrap(), [(0, 2), (1, 0), (1, 1)]);
-        });
+        let budget = ItemBudget::new(2);
+        let mut held: Vec<Pin<Box<Acquire>>> =
+            (0..2).map(|p| Box::pin(budget.acquire(0, p))).collect();
+        let mut slots: Vec<Slot> = held
+            .iter_mut()
+            .map(|a| match poll_once(a) {
+                Poll::Ready(slot) => slot,
+                Poll::Pending => panic!("a free slot waits"),
+            })
+            .collect();
+        // Batch 1 asks first, then batch 0's last item: batch 0 goes first all the same.
+        let mut b10 = Box::pin(budget.acquire(1, 0));
+        let mut b11 = Box::pin(budget.acquire(1, 1));
+        let mut a02 = Box::pin(budget.acquire(0, 2));
+        for a in [&mut b10, &mut b11, &mut a02] {
+            assert!(poll_once(a).is_pending());
+        }
+        drop(slots.pop());
+        assert!(
+            poll_once(&mut b10).is_pending(),
+            "batch 1 went before batch 0"
+        );
+        let Poll::Ready(a02_slot) = poll_once(&mut a02) else {
+            panic!("batch 0's item did not get the free slot");
+        };
+        drop(slots.pop());
+        assert!(
+            poll_once(&mut b11).is_pending(),
+            "item 1 went before item 0"
+        );
+        assert!(poll_once(&mut b10).is_ready());
+        drop(a02_slot);
+        assert!(poll_once(&mut b11).is_ready());
     }
 
     fn poll_once(acquire: &mut Pin<Box<Acquire>>) -> Poll<Slot> {
@@ -205,26 +219,41 @@ mod tests {
         assert!(poll_once(&mut later).is_ready());
     }
 
+    /// A waker that records that it was woken.
+    struct Flag(AtomicBool);
+
+    impl futures::task::ArcWake for Flag {
+        fn wake_by_ref(flag: &Arc<Self>) {
+            flag.0.store(true, Ordering::SeqCst);
+        }
+    }
+
     #[test]
     fn a_waiter_that_gives_up_passes_its_turn_on() {
-        runtime().block_on(async {
-            let budget = ItemBudget::new(1);
-            let held = budget.acquire(0, 0).await;
-            let mut early = Box::pin(budget.acquire(0, 1));
-            // Polled once: it waits, first in line.
-            assert!(poll_once(&mut early).is_pending());
-            let later = tokio::spawn({
-                let budget = Arc::clone(&budget);
-                async move { drop(budget.acquire(1, 0).await) }
-            });
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            drop(held); // wakes `early`, which is dropped before it runs
-            drop(early);
-            tokio::time::timeout(Duration::from_secs(5), later)
-                .await
-                .expect("the later waiter got the slot")
-                .unwrap();
-        });
+        let budget = ItemBudget::new(1);
+        let mut first = Box::pin(budget.acquire(0, 0));
+        let Poll::Ready(held) = poll_once(&mut first) else {
+            panic!("a free slot waits");
+        };
+        let mut early = Box::pin(budget.acquire(0, 1));
+        assert!(poll_once(&mut early).is_pending());
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = futures::task::waker(Arc::clone(&flag));
+        let mut later = Box::pin(budget.acquire(1, 0));
+        assert!(
+            later
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        drop(held); // wakes `early`, first in line
+        assert!(!flag.0.load(Ordering::SeqCst));
+        drop(early); // gives up: the slot it was woken for is `later`'s
+        assert!(
+            flag.0.load(Ordering::SeqCst),
+            "the next in line was not woken"
+        );
+        assert!(poll_once(&mut later).is_ready());
     }
 
     proptest::proptest! {
