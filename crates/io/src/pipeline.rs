@@ -819,7 +819,7 @@ mod tests {
         }
     }
 
-    /// A dataset whose fetches take a few milliseconds, counting how many run at once.
+    /// A dataset whose fetches wait for each other a little, counting how many run at once.
     #[derive(Default)]
     struct Overlapping {
         running: AtomicUsize,
@@ -836,7 +836,14 @@ mod tests {
             Box::pin(async move {
                 let now = this.running.fetch_add(1, Ordering::SeqCst) + 1;
                 this.peak.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+                // Until three run at once (or for 100 ms): the peak does not hang on timing.
+                for _ in 0..100 {
+                    if this.running.load(Ordering::SeqCst) >= 3 {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
                 this.running.fetch_sub(1, Ordering::SeqCst);
                 Ok(Bytes::from_static(b"abc"))
             })
