@@ -157,15 +157,7 @@ mod tests {
     #[test]
     fn slots_go_to_the_earliest_batch_first() {
         let budget = ItemBudget::new(2);
-        let mut held: Vec<Pin<Box<Acquire>>> =
-            (0..2).map(|p| Box::pin(budget.acquire(0, p))).collect();
-        let mut slots: Vec<Slot> = held
-            .iter_mut()
-            .map(|a| match poll_once(a) {
-                Poll::Ready(slot) => slot,
-                Poll::Pending => panic!("a free slot waits"),
-            })
-            .collect();
+        let mut slots: Vec<Slot> = (0..2).map(|p| taken(&budget, 0, p)).collect();
         // Batch 1 asks first, then batch 0's last item: batch 0 goes first all the same.
         let mut b10 = Box::pin(budget.acquire(1, 0));
         let mut b11 = Box::pin(budget.acquire(1, 1));
@@ -196,13 +188,18 @@ mod tests {
         acquire.as_mut().poll(&mut Context::from_waker(&waker))
     }
 
+    /// A slot of `budget` for item `position` of `batch`, which must be free now.
+    fn taken(budget: &Arc<ItemBudget>, batch: u64, position: usize) -> Slot {
+        match poll_once(&mut Box::pin(budget.acquire(batch, position))) {
+            Poll::Ready(slot) => slot,
+            Poll::Pending => panic!("a free slot waits"),
+        }
+    }
+
     #[test]
     fn a_slot_freed_for_a_waiter_is_not_taken_by_a_later_batch() {
         let budget = ItemBudget::new(1);
-        let mut first = Box::pin(budget.acquire(0, 0));
-        let Poll::Ready(held) = poll_once(&mut first) else {
-            panic!("a free slot waits");
-        };
+        let held = taken(&budget, 0, 0);
         let mut waiting = Box::pin(budget.acquire(0, 1));
         assert!(poll_once(&mut waiting).is_pending());
         drop(held); // free again, `waiting` woken but not run yet
@@ -231,10 +228,7 @@ mod tests {
     #[test]
     fn a_waiter_that_gives_up_passes_its_turn_on() {
         let budget = ItemBudget::new(1);
-        let mut first = Box::pin(budget.acquire(0, 0));
-        let Poll::Ready(held) = poll_once(&mut first) else {
-            panic!("a free slot waits");
-        };
+        let held = taken(&budget, 0, 0);
         let mut early = Box::pin(budget.acquire(0, 1));
         assert!(poll_once(&mut early).is_pending());
         let flag = Arc::new(Flag(AtomicBool::new(false)));
