@@ -137,6 +137,11 @@ impl Locations {
     }
 }
 
+/// The most a body's buffer reserves before its bytes arrive. A declared length is a claim:
+/// past this, the buffer grows with what comes.
+#[cfg(any(feature = "http", feature = "object-store", feature = "file"))]
+pub(crate) const FIRST_RESERVE: u64 = 1 << 20;
+
 /// A body being read under a `max_bytes` limit. A body that arrives in one chunk is kept as
 /// it is (no copy); later chunks are gathered into one buffer.
 #[cfg(any(feature = "http", feature = "object-store"))]
@@ -174,10 +179,13 @@ impl Capped {
         if let Some(gathered) = &mut self.gathered {
             gathered.extend_from_slice(&chunk);
         } else if let Some(first) = self.first.take() {
+            // The declared length, but never more than has arrived plus a little.
             let capacity = self
                 .expected
                 .unwrap_or(len.saturating_mul(2))
-                .clamp(len, self.limit);
+                .min(self.limit)
+                .min(len.max(FIRST_RESERVE))
+                .max(len);
             let mut gathered = BytesMut::with_capacity(usize::try_from(capacity).unwrap_or(0));
             gathered.extend_from_slice(&first);
             gathered.extend_from_slice(&chunk);
@@ -317,5 +325,30 @@ mod tests {
                 .enumerate()
                 .all(|(i, c)| c.iter().all(|&b| b as usize == i))
         );
+    }
+
+    /// A server may declare any length: the buffer reserves no more than has arrived and a
+    /// little, and grows with the bytes.
+    #[cfg(any(feature = "http", feature = "object-store"))]
+    #[test]
+    fn a_declared_length_is_not_reserved() {
+        let declared = 16u64 << 40;
+        let mut body = Capped::new(1 << 62, Some(declared));
+        body.push(Bytes::from(vec![1; 1000])).unwrap();
+        body.push(Bytes::from(vec![2; 1000])).unwrap();
+        let reserved = body.gathered.as_ref().unwrap().capacity() as u64;
+        assert!((2000..=FIRST_RESERVE).contains(&reserved), "{reserved}");
+        // A small declared length is reserved whole, and the body grows past the reserve.
+        let mut small = Capped::new(1 << 30, Some(3000));
+        small.push(Bytes::from(vec![1; 1000])).unwrap();
+        small.push(Bytes::from(vec![2; 1000])).unwrap();
+        assert_eq!(small.gathered.as_ref().unwrap().capacity(), 3000);
+        let mut big = Capped::new(1 << 30, Some(declared));
+        for i in 0..3u8 {
+            big.push(Bytes::from(vec![i; 1 << 20])).unwrap();
+        }
+        let body = big.finish();
+        assert_eq!(body.len(), 3 << 20);
+        assert_eq!((body[0], body[1 << 20], body[(3 << 20) - 1]), (0, 1, 2));
     }
 }

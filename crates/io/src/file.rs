@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-use crate::dataset::{Dataset, FetchOptions, Locations};
+use crate::dataset::{Dataset, FIRST_RESERVE, FetchOptions, Locations};
 use crate::error::Error;
 use crate::retry::{self, Failure};
 use crate::stats::IoStats;
@@ -154,7 +154,10 @@ fn read_capped(path: &Path, max_bytes: u64) -> Result<Bytes, Failure> {
         return Err(too_large(Some(size)));
     }
     // The file may grow after the metadata was read: read at most one byte more than allowed.
-    let mut body = Vec::with_capacity(usize::try_from(size.saturating_add(1)).unwrap_or(0));
+    // Its size is a claim too (a network or FUSE file system says what it likes): the buffer
+    // grows with the bytes read.
+    let reserve = size.saturating_add(1).min(FIRST_RESERVE);
+    let mut body = Vec::with_capacity(usize::try_from(reserve).unwrap_or(0));
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut body)
         .map_err(io_failure)?;

@@ -588,6 +588,21 @@ mod tests {
         assert_eq!(fetch(&runtime, &dataset, 0).unwrap().len(), 1000);
     }
 
+    /// A server that declares 16 TiB and sends 256 KiB: the fetch fails as a truncated body,
+    /// it does not reserve the declared length (which aborts the process).
+    #[test]
+    fn a_declared_length_is_a_claim_not_an_allocation() {
+        let (runtime, server) = setup(|_, _| Reply::Truncated {
+            announced: 16 << 40,
+            sent: vec![5; 256 << 10],
+        });
+        let options = fast_capped(0, 1 << 62);
+        let dataset = HttpDataset::new(vec![server.url("/huge")], options).unwrap();
+        let error = fetch(&runtime, &dataset, 0).unwrap_err();
+        assert_request(&error, RequestKind::Truncated);
+        assert_eq!(server.hits("/huge"), 1);
+    }
+
     #[test]
     fn chunked_body_over_max_bytes() {
         let (runtime, server) =

@@ -1122,6 +1122,10 @@ mod tests {
                 announced: 10,
                 sent: b"abc".to_vec(),
             },
+            ("/bucket/pre/huge", _) => Reply::Truncated {
+                announced: 16 << 40,
+                sent: vec![5; 256 << 10],
+            },
             _ => Reply::Reset,
         })
         .unwrap();
@@ -1134,6 +1138,11 @@ mod tests {
         let cut = fetch(&runtime, &dataset, 2).unwrap_err();
         assert_request(&cut, RequestKind::Truncated);
         assert_eq!(server.hits("/bucket/pre/cut"), 3);
+        // A declared 16 TiB is not reserved: the body is read as it comes, and ends short.
+        let huge = http_dataset(&server, &["huge"], None, 1 << 62);
+        let cut = fetch(&runtime, &huge, 0).unwrap_err();
+        assert_request(&cut, RequestKind::Truncated);
+        assert_eq!(server.hits("/bucket/pre/huge"), 3);
 
         let port = refused_port();
         let nobody = ObjectStoreDataset::new(
