@@ -14,10 +14,18 @@
 //! sharing a directory learn each other's entries by listing it again (at most once a
 //! second, when they write). A write that fails (a full disk, a read-only directory) stops
 //! the cache from writing, with one warning on stderr; reads of what is cached go on.
+//!
+//! Whoever can write in the directory can plant files there, so the cache follows no link
+//! inside it: its directories must be directories, not links (a shard directory that is a
+//! link is neither read nor written); an entry is opened without following a link and
+//! without blocking, must be a regular file of the length its header records, and is read no
+//! further; anything else is a broken entry, removed and fetched again. Temporary files are
+//! created new, never opened through what is already there.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,7 +36,7 @@ use futures::future::BoxFuture;
 
 use dlrs_core::sync::lock;
 
-use crate::dataset::Dataset;
+use crate::dataset::{DEFAULT_MAX_BYTES, Dataset};
 use crate::error::Error;
 use crate::stats::IoStats;
 
@@ -46,6 +54,9 @@ const RESCAN: Duration = Duration::from_secs(1);
 
 /// Temporary files older than this are left over by a process that died; they are removed.
 const STALE_TEMP: Duration = Duration::from_secs(600);
+
+/// Names tried for one temporary file: a name taken (by a planted file) moves on to the next.
+const TEMP_TRIES: u32 = 8;
 
 /// A stable 64-bit hash of `data` (FNV-1a, then a SplitMix64 finish), the same in every
 /// process and build: the cache's and the tar index's file names come from it.
@@ -157,7 +168,11 @@ impl Cache {
         let dir = dir.into();
         let root = dir.join(VERSION_DIR);
         let shown = dir.display().to_string();
-        fs::create_dir_all(root.join("tmp")).map_err(|e| Error::io(&shown, e))?;
+        // The directory given may be a link (the user's choice); what is inside it may not.
+        fs::create_dir_all(&dir).map_err(|e| Error::io(&shown, e))?;
+        for inner in [root.clone(), root.join("tmp")] {
+            own_dir(&inner).map_err(|e| Error::io(&inner.display().to_string(), e))?;
+        }
         let cache = Cache {
             dir,
             root,
@@ -222,25 +237,31 @@ impl Cache {
 
     fn read(&self, key: CacheKey) -> Option<Bytes> {
         let path = self.path(key.rank);
-        let mut file = File::open(&path).ok()?;
-        let len = file.metadata().ok()?.len();
-        let mut data = Vec::with_capacity(usize::try_from(len).ok()?);
-        if file.read_to_end(&mut data).is_err() {
+        // A link in place of the shard's directory: nothing is read (or removed) through it.
+        if !path.parent().is_some_and(is_own_dir) {
             return None;
         }
-        match check_entry(&data, key) {
-            Entry::Whole => {
+        match read_entry(&path, key, self.budget) {
+            Entry::Whole(data) => {
                 lock(&self.known).insert(key.rank, data.len() as u64);
                 Some(Bytes::from(data).slice(HEADER..))
             }
             // Another key of the same rank: not this item's entry, and not broken.
-            Entry::OtherKey => None,
+            Entry::OtherKey | Entry::Missing => None,
             Entry::Broken => {
                 self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
                 let _ = fs::remove_file(&path);
                 lock(&self.known).remove(key.rank);
                 None
             }
+        }
+    }
+
+    /// Removes the entry of `rank`, unless its shard directory is a link.
+    fn remove(&self, rank: u64) {
+        let path = self.path(rank);
+        if path.parent().is_some_and(is_own_dir) {
+            let _ = fs::remove_file(path);
         }
     }
 
@@ -256,15 +277,17 @@ impl Cache {
             return;
         };
         for rank in &evicted {
-            let _ = fs::remove_file(self.path(*rank));
+            self.remove(*rank);
         }
         self.counters
             .evicted
             .fetch_add(evicted.len() as u64, Ordering::Relaxed);
         match self.write(key, body) {
-            Ok(()) => {
+            Ok(true) => {
                 self.counters.written.fetch_add(1, Ordering::Relaxed);
             }
+            // The shard directory is a link: this item is not cached, the others are.
+            Ok(false) => lock(&self.known).remove(key.rank),
             Err(e) => {
                 lock(&self.known).remove(key.rank);
                 self.stop_writing(&e);
@@ -305,27 +328,60 @@ impl Cache {
         Some(evicted)
     }
 
-    fn write(&self, key: CacheKey, body: &[u8]) -> io::Result<()> {
+    /// Writes the entry of `key`: `Ok(false)` when its shard directory is a link (or not a
+    /// directory), which is left alone.
+    fn write(&self, key: CacheKey, body: &[u8]) -> io::Result<bool> {
         let target = self.path(key.rank);
-        if let Some(dir) = target.parent() {
-            fs::create_dir_all(dir)?;
+        let Some(dir) = target.parent() else {
+            return Ok(false);
+        };
+        match own_dir(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Ok(false),
+            other => other?,
         }
-        let temp = self.root.join("tmp").join(format!(
-            "{:016x}.{}.{}",
-            key.rank,
-            std::process::id(),
-            self.temp_names.fetch_add(1, Ordering::Relaxed)
-        ));
+        let temps = self.root.join("tmp");
+        if !is_own_dir(&temps) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", temps.display()),
+            ));
+        }
+        let (temp, mut file) = self.create_temp(&temps, key.rank)?;
         let written = (|| {
-            let mut file = File::create_new(&temp)?;
             file.write_all(&header(key, body))?;
             file.write_all(body)?;
+            drop(file);
             fs::rename(&temp, &target)
         })();
         if written.is_err() {
             let _ = fs::remove_file(&temp);
         }
-        written
+        written.map(|()| true)
+    }
+
+    /// A new temporary file in `temps`, created where nothing is: never through a link or
+    /// into a file planted under its name.
+    fn create_temp(&self, temps: &Path, rank: u64) -> io::Result<(PathBuf, File)> {
+        let mut tries = 0;
+        loop {
+            let temp = temps.join(format!(
+                "{rank:016x}.{}.{}",
+                std::process::id(),
+                self.temp_names.fetch_add(1, Ordering::Relaxed)
+            ));
+            let created = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temp);
+            match created {
+                Ok(file) => return Ok((temp, file)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries + 1 < TEMP_TRIES => {
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn stop_writing(&self, error: &io::Error) {
@@ -352,6 +408,10 @@ impl Cache {
             if name.len() != 2 || u8::from_str_radix(name, 16).is_err() {
                 continue;
             }
+            // The file type of the name itself: a link to a directory is not listed.
+            if !dir.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
             let Ok(files) = fs::read_dir(dir.path()) else {
                 continue;
             };
@@ -364,6 +424,9 @@ impl Cache {
                 else {
                     continue;
                 };
+                if !file.file_type().is_ok_and(|t| t.is_file()) {
+                    continue;
+                }
                 let size = match old.get(&rank) {
                     Some(&size) => size,
                     None => match file.metadata() {
@@ -409,26 +472,88 @@ fn header(key: CacheKey, body: &[u8]) -> [u8; HEADER] {
     out
 }
 
+/// Whether `path` is a directory itself (not a link to one).
+fn is_own_dir(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// Makes the directory `path` of the cache if it is missing; an error if something else is
+/// there (a link, a file).
+fn own_dir(path: &Path) -> io::Result<()> {
+    match fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) if is_own_dir(path) => Ok(()),
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "not a directory (the cache follows no link inside its directory)",
+        )),
+    }
+}
+
+/// What is at an entry's place.
 enum Entry {
-    Whole,
+    /// The entry of the key asked for, header and payload.
+    Whole(Vec<u8>),
+    /// Nothing, or nothing this process may read.
+    Missing,
+    /// The entry of another key of the same rank.
     OtherKey,
+    /// Not a whole entry: to remove.
     Broken,
 }
 
-fn check_entry(data: &[u8], key: CacheKey) -> Entry {
-    if data.len() < HEADER || &data[..8] != MAGIC {
+/// Reads the entry at `path`, of at most `budget` bytes: never through a link, never blocking
+/// (on a FIFO), never further than the length its header records.
+fn read_entry(path: &Path, key: CacheKey, budget: u64) -> Entry {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let mut file = match opened {
+        Ok(file) => file,
+        // A link (ELOOP), a socket (ENXIO): not an entry.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => {
+            return Entry::Broken;
+        }
+        Err(_) => return Entry::Missing,
+    };
+    let Ok(meta) = file.metadata() else {
+        return Entry::Missing;
+    };
+    if !meta.is_file() {
         return Entry::Broken;
     }
-    let word = |at: usize| u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or_default());
+    let mut head = [0u8; HEADER];
+    if file.read_exact(&mut head).is_err() || &head[..8] != MAGIC {
+        return Entry::Broken;
+    }
+    let word = |at: usize| u64::from_le_bytes(head[at..at + 8].try_into().unwrap_or_default());
     if word(8) != key.check {
         return Entry::OtherKey;
     }
-    let body = &data[HEADER..];
-    let crc = u32::from_le_bytes(data[24..28].try_into().unwrap_or_default());
-    if word(16) != body.len() as u64 || crc32fast::hash(body) != crc {
+    let len = word(16);
+    // An entry over the budget is never written, and its file holds exactly what it records.
+    let size = len.checked_add(HEADER as u64).filter(|&s| s <= budget);
+    let Some(size) = size.filter(|&s| s == meta.len()) else {
+        return Entry::Broken;
+    };
+    // What is beyond an item's usual size is not reserved before it is read.
+    let Ok(capacity) = usize::try_from(size.min(DEFAULT_MAX_BYTES)) else {
+        return Entry::Broken;
+    };
+    let mut data = Vec::with_capacity(capacity);
+    data.extend_from_slice(&head);
+    // One byte more than recorded, to tell an entry that grew since.
+    if file.take(len + 1).read_to_end(&mut data).is_err() {
         return Entry::Broken;
     }
-    Entry::Whole
+    let body = &data[HEADER..];
+    let crc = u32::from_le_bytes(head[24..28].try_into().unwrap_or_default());
+    if body.len() as u64 != len || crc32fast::hash(body) != crc {
+        return Entry::Broken;
+    }
+    Entry::Whole(data)
 }
 
 /// A dataset read through a [`Cache`]: an item found there is not fetched; an item fetched is
@@ -665,6 +790,133 @@ mod tests {
         assert_eq!(cache.get(CacheKey::of("lost")), None);
         assert_eq!(cache.get(kept).unwrap(), &b"before"[..]);
         assert_eq!(cache.snapshot().bytes, (HEADER + 6) as u64);
+    }
+
+    /// The place of `key`'s entry, its shard directory made.
+    fn place(cache: &Cache, key: CacheKey) -> PathBuf {
+        let path = cache.path(key.rank);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        path
+    }
+
+    /// The bytes of the entry of `key` holding `data`, as a cache writes it.
+    fn entry_bytes(key: CacheKey, data: &[u8]) -> Vec<u8> {
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        cache.put(key, data);
+        fs::read(cache.path(key.rank)).unwrap()
+    }
+
+    #[test]
+    fn a_link_in_place_of_an_entry_is_a_broken_entry() {
+        let dir = TempDir::new();
+        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let key = CacheKey::of("linked");
+        let path = place(&cache, key);
+        // Read through the link, /dev/zero fills the memory: it has no end.
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        assert_eq!(cache.get(key), None);
+        assert!(fs::symlink_metadata(&path).is_err(), "the link is removed");
+        assert_eq!(cache.snapshot().corrupt, 1);
+        cache.put(key, &body(2, 100));
+        assert_eq!(cache.get(key).unwrap(), body(2, 100));
+        // A link to a whole entry of the key is not followed either, nor its target removed.
+        let elsewhere = dir.join("elsewhere");
+        fs::write(&elsewhere, entry_bytes(key, &body(3, 100))).unwrap();
+        fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        assert_eq!(cache.get(key), None);
+        assert!(elsewhere.exists());
+        assert_eq!(cache.snapshot().corrupt, 2);
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_an_entry_is_a_broken_entry() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        let key = CacheKey::of("fifo");
+        let path = place(&cache, key);
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `name` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        // Opened for reading, a FIFO without a writer blocks: the read runs on a thread, and
+        // a minute without an answer is a hang.
+        let (sender, answers) = std::sync::mpsc::channel();
+        let reader = cache.clone();
+        std::thread::spawn(move || sender.send(reader.get(key)));
+        let answer = answers.recv_timeout(Duration::from_secs(60));
+        assert_eq!(answer, Ok(None), "the read of a FIFO hangs");
+        assert!(fs::symlink_metadata(&path).is_err(), "the FIFO is removed");
+        assert_eq!(cache.snapshot().corrupt, 1);
+        cache.put(key, &body(4, 100));
+        assert_eq!(cache.get(key).unwrap(), body(4, 100));
+    }
+
+    #[test]
+    fn a_linked_shard_directory_is_neither_written_nor_read() {
+        let dir = TempDir::new();
+        let outside = dir.join("outside");
+        fs::create_dir(&outside).unwrap();
+        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let key = CacheKey::of("through a link");
+        let shard = cache.path(key.rank).parent().unwrap().to_owned();
+        std::os::unix::fs::symlink(&outside, &shard).unwrap();
+        cache.put(key, &body(5, 100));
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            0,
+            "written outside"
+        );
+        assert_eq!(cache.get(key), None);
+        // An entry outside is not read through the link, nor removed.
+        let planted = outside.join(format!("{:016x}", key.rank));
+        fs::write(&planted, entry_bytes(key, &body(6, 100))).unwrap();
+        assert_eq!(cache.get(key), None);
+        assert!(planted.exists());
+        // The items of the other shard directories are cached.
+        let other = (0..)
+            .map(|i| CacheKey::of(&format!("other {i}")))
+            .find(|k| k.rank >> 56 != key.rank >> 56)
+            .unwrap();
+        cache.put(other, &body(7, 100));
+        assert_eq!(cache.get(other).unwrap(), body(7, 100));
+        let s = cache.snapshot();
+        assert_eq!((s.written, s.writes_off), (1, false));
+    }
+
+    #[test]
+    fn a_planted_temporary_name_is_not_written_through() {
+        let dir = TempDir::new();
+        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, b"keep").unwrap();
+        let key = CacheKey::of("planted");
+        // The name of this process's first temporary file for `key`.
+        let temp =
+            cache
+                .root
+                .join("tmp")
+                .join(format!("{:016x}.{}.0", key.rank, std::process::id()));
+        std::os::unix::fs::symlink(&victim, &temp).unwrap();
+        cache.put(key, &body(8, 100));
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(cache.get(key).unwrap(), body(8, 100));
+        assert!(!cache.snapshot().writes_off);
+    }
+
+    #[test]
+    fn a_linked_version_directory_is_refused() {
+        let dir = TempDir::new();
+        let outside = dir.join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::create_dir(dir.join("cache")).unwrap();
+        let linked = dir.join("cache").join(VERSION_DIR);
+        std::os::unix::fs::symlink(&outside, &linked).unwrap();
+        let error = Cache::open(dir.join("cache"), None).unwrap_err();
+        crate::test_util::assert_io(&error, io::ErrorKind::NotADirectory);
+        crate::test_util::assert_starts_with(&error, &format!("{}: ", linked.display()));
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
     }
 
     #[test]
