@@ -919,6 +919,48 @@ mod tests {
         assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
     }
 
+    /// Two shards at one path and two queries, without ETag: each item is cached apart.
+    #[cfg(feature = "http")]
+    #[test]
+    fn tar_shards_that_differ_by_their_query_are_cached_apart() {
+        use crate::test_util::fetch;
+        use crate::{Runtime, TarDataset, TarOptions, test_server::LoopbackServer};
+        let shard = |text: &[u8]| -> Vec<u8> {
+            let mut builder = ::tar::Builder::new(Vec::new());
+            let mut header = ::tar::Header::new_ustar();
+            header.set_size(text.len() as u64);
+            header.set_mode(0o644);
+            builder
+                .append_data(&mut header, "000001.txt", text)
+                .unwrap();
+            builder.into_inner().unwrap()
+        };
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let server = LoopbackServer::files().unwrap();
+        server.put_file("/get?name=one.tar", shard(b"shard one"), "");
+        server.put_file("/get?name=two.tar", shard(b"shard two"), "");
+        let locations = vec![
+            server.url("/get?name=one.tar"),
+            server.url("/get?name=two.tar"),
+        ];
+        let dataset = runtime
+            .block_on(TarDataset::open(locations, TarOptions::default()))
+            .unwrap()
+            .unwrap();
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        let cached = Cached::new(Arc::new(dataset), cache.clone());
+        let holds = |item: &Bytes, text: &[u8]| item.windows(text.len()).any(|w| w == text);
+        for epoch in 0..2 {
+            let one = fetch(&runtime, &cached, 0).unwrap();
+            let two = fetch(&runtime, &cached, 1).unwrap();
+            assert!(holds(&one, b"shard one"), "epoch {epoch}");
+            assert!(holds(&two, b"shard two"), "epoch {epoch}");
+        }
+        let s = cache.snapshot();
+        assert_eq!((s.written, s.hits), (2, 2));
+    }
+
     #[test]
     fn an_item_over_the_budget_is_not_admitted() {
         let dir = TempDir::new();

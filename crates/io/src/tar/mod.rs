@@ -555,9 +555,16 @@ impl Dataset for TarDataset {
     fn cache_key(&self, index: u64) -> Option<String> {
         let (shard, (start, end)) = self.inner.range(index, self.inner.member.as_deref()).ok()?;
         let v = &shard.version;
+        // The whole URL: shards that differ by their query are different shards. The cache
+        // keeps only hashes of this key.
+        #[allow(unreachable_patterns)]
+        let location = match &shard.place {
+            #[cfg(feature = "http")]
+            Place::Http(url) => url.as_str(),
+            _ => shard.key.as_str(),
+        };
         Some(format!(
-            "tar\0{}\0{}\0{}\0{}\0{start}\0{end}",
-            shard.key,
+            "tar\0{location}\0{}\0{}\0{}\0{start}\0{end}",
             v.size,
             v.etag.as_deref().unwrap_or(""),
             v.modified.as_deref().unwrap_or("")

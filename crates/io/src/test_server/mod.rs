@@ -198,7 +198,10 @@ impl State {
                 headers: all,
             } => {
                 let path = target.split(['?', '#']).next().unwrap_or("/");
-                let found = lock(memory).get(path).cloned();
+                let found = {
+                    let memory = lock(memory);
+                    memory.get(target).or_else(|| memory.get(path)).cloned()
+                };
                 let answer = match found {
                     Some((body, etag)) => {
                         let total = body.len() as u64;
@@ -278,7 +281,10 @@ fn file_answer(
     {
         return Answer::new(412, &b"precondition failed"[..]);
     }
-    let mut answer_headers = vec![("ETag", etag), ("Accept-Ranges", "bytes".to_owned())];
+    let mut answer_headers = vec![("Accept-Ranges", "bytes".to_owned())];
+    if !etag.is_empty() {
+        answer_headers.push(("ETag", etag));
+    }
     let (status, (start, end)) = match headers.get("range").map(|r| byte_range(r, total)) {
         Some(Some((start, end))) => {
             answer_headers.push((
@@ -472,6 +478,7 @@ impl LoopbackServer {
     }
 
     /// Serves `body` at `path` with this `etag` (replacing what was there) on a files server.
+    /// A `path` with a query is served for that exact target only; an empty `etag` sends none.
     pub fn put_file(&self, path: &str, body: impl Into<Bytes>, etag: &str) {
         if let Routes::Files { memory, .. } = &self.state.routes {
             lock(memory).insert(path.to_owned(), (body.into(), etag.to_owned()));
