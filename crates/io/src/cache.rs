@@ -246,7 +246,7 @@ impl Cache {
                 lock(&self.known).insert(key.rank, data.len() as u64);
                 Some(Bytes::from(data).slice(HEADER..))
             }
-            // Another key of the same rank: not this item's entry, and not broken.
+            // Nothing, or another key's entry of the same rank (not broken).
             Entry::OtherKey | Entry::Missing => None,
             Entry::Broken => {
                 self.counters.corrupt.fetch_add(1, Ordering::Relaxed);
@@ -329,7 +329,7 @@ impl Cache {
     }
 
     /// Writes the entry of `key`: `Ok(false)` when its shard directory is a link (or not a
-    /// directory), which is left alone.
+    /// directory) or a directory is in the entry's place, which are left alone.
     fn write(&self, key: CacheKey, body: &[u8]) -> io::Result<bool> {
         let target = self.path(key.rank);
         let Some(dir) = target.parent() else {
@@ -356,7 +356,11 @@ impl Cache {
         if written.is_err() {
             let _ = fs::remove_file(&temp);
         }
-        written.map(|()| true)
+        match written {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::IsADirectory => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// A new temporary file in `temps`, created where nothing is: never through a link or
@@ -851,6 +855,25 @@ mod tests {
         assert_eq!(cache.snapshot().corrupt, 1);
         cache.put(key, &body(4, 100));
         assert_eq!(cache.get(key).unwrap(), body(4, 100));
+    }
+
+    #[test]
+    fn a_directory_in_place_of_an_entry_leaves_that_item_uncached() {
+        let dir = TempDir::new();
+        let cache = Cache::open(&dir.0, None).unwrap();
+        let key = CacheKey::of("a directory");
+        let path = place(&cache, key);
+        fs::create_dir(&path).unwrap();
+        assert_eq!(cache.get(key), None);
+        cache.put(key, &body(9, 100));
+        assert!(path.is_dir());
+        assert_eq!(cache.get(key), None);
+        // The cache goes on writing the other items.
+        let other = CacheKey::of("a file");
+        cache.put(other, &body(10, 100));
+        assert_eq!(cache.get(other).unwrap(), body(10, 100));
+        let s = cache.snapshot();
+        assert_eq!((s.written, s.writes_off), (1, false));
     }
 
     #[test]
