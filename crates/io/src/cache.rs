@@ -237,8 +237,8 @@ impl Cache {
 
     fn read(&self, key: CacheKey) -> Option<Bytes> {
         let path = self.path(key.rank);
-        // A link in place of the shard's directory: nothing is read (or removed) through it.
-        if !path.parent().is_some_and(is_own_dir) {
+        // A link in place of a directory: nothing is read (or removed) through it.
+        if !self.in_own_dirs(&path) {
             return None;
         }
         match read_entry(&path, key, self.budget) {
@@ -257,12 +257,17 @@ impl Cache {
         }
     }
 
-    /// Removes the entry of `rank`, unless its shard directory is a link.
+    /// Removes the entry of `rank`, unless a link is in place of one of its directories.
     fn remove(&self, rank: u64) {
         let path = self.path(rank);
-        if path.parent().is_some_and(is_own_dir) {
+        if self.in_own_dirs(&path) {
             let _ = fs::remove_file(path);
         }
+    }
+
+    /// Whether the directories of the entry at `path` are directories, not links.
+    fn in_own_dirs(&self, path: &Path) -> bool {
+        is_own_dir(&self.root) && path.parent().is_some_and(is_own_dir)
     }
 
     /// Writes `body` as the entry of `key` if the budget admits it (blocking). A failed write
@@ -335,18 +340,19 @@ impl Cache {
         let Some(dir) = target.parent() else {
             return Ok(false);
         };
+        for own in [&self.root, &self.root.join("tmp")] {
+            if !is_own_dir(own) {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{} is not a directory", own.display()),
+                ));
+            }
+        }
         match own_dir(dir) {
             Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Ok(false),
             other => other?,
         }
-        let temps = self.root.join("tmp");
-        if !is_own_dir(&temps) {
-            return Err(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                format!("{} is not a directory", temps.display()),
-            ));
-        }
-        let (temp, mut file) = self.create_temp(&temps, key.rank)?;
+        let (temp, mut file) = self.create_temp(&self.root.join("tmp"), key.rank)?;
         let written = (|| {
             file.write_all(&header(key, body))?;
             file.write_all(body)?;
@@ -906,6 +912,27 @@ mod tests {
         assert_eq!(cache.get(other).unwrap(), body(7, 100));
         let s = cache.snapshot();
         assert_eq!((s.written, s.writes_off), (1, false));
+    }
+
+    #[test]
+    fn a_version_directory_linked_after_open_stops_the_writes() {
+        let dir = TempDir::new();
+        let outside = dir.join("outside");
+        fs::create_dir(&outside).unwrap();
+        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let kept = CacheKey::of("kept");
+        cache.put(kept, &body(11, 100));
+        fs::rename(&cache.root, dir.join("moved")).unwrap();
+        fs::create_dir(outside.join("tmp")).unwrap();
+        std::os::unix::fs::symlink(&outside, &cache.root).unwrap();
+        let key = CacheKey::of("after the swap");
+        cache.put(key, &body(12, 100));
+        let mut names: Vec<_> = fs::read_dir(&outside).unwrap().flatten().collect();
+        names.retain(|e| e.file_name() != "tmp");
+        assert!(names.is_empty(), "written outside: {names:?}");
+        assert_eq!(fs::read_dir(outside.join("tmp")).unwrap().count(), 0);
+        assert!(cache.snapshot().writes_off);
+        assert_eq!(cache.get(kept), None);
     }
 
     #[test]
