@@ -17,6 +17,9 @@
 //! `If-Unmodified-Since`; the answer's size, ETag and Last-Modified are compared too; a file's
 //! size, inode and modification time are checked before and after the read): a shard that
 //! changed is [`Error::Changed`], and no byte of it is read with the old index.
+//!
+//! Every size and offset is checked before use: a header's claimed size against the shard's
+//! size (a corrupt shard), a kept index against the shard (else it is made again).
 
 mod index;
 mod parse;
@@ -36,7 +39,6 @@ use crate::redact::redact_url;
 use crate::stats::IoStats;
 
 use index::Version;
-use parse::Indexer;
 pub use parse::{Member, split_name};
 use source::{Place, Transports, parse_error};
 
@@ -111,12 +113,11 @@ pub struct Sample {
 
 impl Sample {
     /// Reads the members of a sample's tar fragment (an item of a [`TarDataset`] without
-    /// [`TarOptions::member`]); members of other keys are left out.
+    /// [`TarOptions::member`]); members of other keys are left out. Bytes that are not such a
+    /// fragment are an [`Error::InvalidData`].
     pub fn from_fragment(fragment: &Bytes) -> Result<Sample, Error> {
-        let bad = |e: &parse::ParseError| parse_error("a tar sample", e);
-        let mut indexer = Indexer::fragment();
-        indexer.feed(fragment).map_err(|e| bad(&e))?;
-        let members = indexer.finish().map_err(|e| bad(&e))?;
+        const WHAT: &str = "a tar sample";
+        let members = parse::index_fragment(fragment).map_err(|e| parse_error(WHAT, &e))?;
         let mut key: Option<String> = None;
         let mut out = Vec::with_capacity(members.len());
         for m in &members {
@@ -128,9 +129,19 @@ impl Sample {
                 Some(_) => {}
                 None => key = Some(k.to_owned()),
             }
-            let range = usize::try_from(m.data).unwrap_or(usize::MAX)
-                ..usize::try_from(m.end()).unwrap_or(usize::MAX);
-            out.push((ext, fragment.slice(range)));
+            // The parser keeps every member inside the fragment; checked again, as a slice
+            // out of range would panic.
+            let range = usize::try_from(m.data)
+                .ok()
+                .zip(usize::try_from(m.end()).ok())
+                .filter(|&(start, end)| start <= end && end <= fragment.len());
+            let Some((start, end)) = range else {
+                return Err(Error::InvalidData {
+                    location: WHAT.to_owned(),
+                    message: format!("member {:?} is past the fragment's end", m.name),
+                });
+            };
+            out.push((ext, fragment.slice(start..end)));
         }
         Ok(Sample {
             key: key.unwrap_or_default(),
@@ -157,6 +168,12 @@ impl Sample {
     pub fn into_members(self) -> Vec<(String, Bytes)> {
         self.members
     }
+}
+
+/// Indexes a whole tar archive held in memory: its regular members, as [`TarDataset`]
+/// indexes a shard. A malformed or truncated archive is an [`Error::InvalidData`].
+pub fn index_archive(archive: &[u8]) -> Result<Vec<Member>, Error> {
+    parse::index_bytes(archive).map_err(|e| parse_error("a tar archive", &e))
 }
 
 /// The samples of tar shards; see the [module docs](self).
@@ -456,12 +473,18 @@ async fn index_shard(
         None => None,
     };
     let version = transports.version(place, shown, stats).await?;
+    // A kept index is used only if it fits the shard as it is now; else it is made again.
     if let Some((indexed, members)) = saved
         && indexed == version
+        && parse::check_layout(&members, version.size).is_ok()
     {
         return Ok((version, members));
     }
     let members = transports.index(place, shown, &version, stats).await?;
+    parse::check_layout(&members, version.size).map_err(|message| Error::InvalidData {
+        location: shown.to_owned(),
+        message,
+    })?;
     if let Some(dir) = dir {
         let (dir, key) = (dir.to_owned(), key.to_owned());
         let (kept, found) = (version.clone(), members.clone());

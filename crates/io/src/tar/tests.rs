@@ -184,6 +184,51 @@ fn a_member_over_max_bytes_is_too_large() {
 }
 
 #[test]
+fn member_sizes_past_the_shard_fail_the_constructor_naming_it() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let server = LoopbackServer::files().unwrap();
+    let mut pax = Writer::new();
+    pax.file("a.txt", b"first", Long::Ustar);
+    pax.pax(&[("size", "18446744073709551615")]);
+    pax.file("s.txt", b"hello", Long::Ustar);
+    pax.file("s.cls", b"1", Long::Ustar);
+    let mut base256 = Writer::new();
+    base256.file("a.txt", b"first", Long::Ustar);
+    base256.claim("s.txt", u64::MAX, b"hello");
+    base256.file("s.cls", b"1", Long::Ustar);
+    for (name, bytes, header) in [
+        ("pax.tar", pax.finish(), 2048),
+        ("b256.tar", base256.finish(), 1024),
+    ] {
+        assert!(bytes.len() <= 5120, "a small shard");
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        server.put_file(&format!("/{name}"), bytes.clone(), "\"v1\"");
+        let file = path.display().to_string();
+        for location in [file, server.url(&format!("/{name}"))] {
+            // Whatever max_bytes allows.
+            let mut raised = options(None);
+            raised.fetch.max_bytes = u64::MAX;
+            let error = open(&runtime, std::slice::from_ref(&location), raised).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "{location}: the archive is truncated: it ends inside a member's data (its \
+                     header at byte {header} gives 18446744073709551615 bytes) (at byte {})",
+                    bytes.len()
+                )
+            );
+        }
+        // The same bytes as a sample's fragment are an error too, not a panic.
+        let fragment = Bytes::copy_from_slice(&bytes[1024..]);
+        let error = Sample::from_fragment(&fragment).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+    }
+}
+
+#[test]
 fn broken_and_missing_shards_fail_the_dataset_naming_the_shard() {
     let (runtime, dir) = runtime_and_dir();
     let whole = shard(&["000001", "000002"], Long::Ustar);
@@ -362,4 +407,55 @@ fn a_cache_serves_the_second_epoch() {
     let again = open(&runtime, &[server.url("/s.tar")], options(None)).unwrap();
     assert_ne!(again.cache_key(0), dataset.cache_key(0));
     assert!(dataset.cache_key(0).unwrap().contains("\"v1\""));
+}
+
+#[test]
+fn a_kept_index_that_does_not_fit_the_shard_is_made_again() {
+    let (runtime, dir) = runtime_and_dir();
+    let index_dir = dir.join("index");
+    let jpg = content("a", "jpg");
+    let files: [(&str, &[u8]); 2] = [("a.jpg", &jpg), ("a.cls", b"a")];
+    let location = write_shard(&dir, &files, Long::Ustar);
+    let key = std::fs::canonicalize(&location)
+        .unwrap()
+        .display()
+        .to_string();
+    open(
+        &runtime,
+        std::slice::from_ref(&location),
+        options(Some(&index_dir)),
+    )
+    .unwrap();
+    let (version, good) = index::load(&index_dir, &key).unwrap();
+    let shard_size = std::fs::metadata(&location).unwrap().len();
+    // A valid CRC, members that do not fit: a terabyte in, one byte past the end.
+    type Damage = fn(&mut Vec<Member>, u64);
+    let damages: [Damage; 3] = [
+        |m, _| m[0].data = 1 << 40,
+        |m, size| m[1].size = size - m[1].data + 1,
+        |m, _| m[1].header = m[0].header,
+    ];
+    for damage in damages {
+        let mut bad = good.clone();
+        damage(&mut bad, shard_size);
+        std::fs::write(
+            index::path(&index_dir, &key),
+            index::encode(&key, &version, &bad),
+        )
+        .unwrap();
+        assert_eq!(index::load(&index_dir, &key), Some((version.clone(), bad)));
+        let dataset = open(
+            &runtime,
+            std::slice::from_ref(&location),
+            options(Some(&index_dir)),
+        )
+        .unwrap();
+        let sample = runtime.block_on(dataset.sample(0)).unwrap().unwrap();
+        assert_eq!(members(&sample), expected("a"));
+        // Made again and kept.
+        assert_eq!(
+            index::load(&index_dir, &key),
+            Some((version.clone(), good.clone()))
+        );
+    }
 }
