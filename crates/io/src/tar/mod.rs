@@ -193,7 +193,8 @@ struct Inner {
 }
 
 struct Shard {
-    /// What names the shard in its index and the cache (a canonical path, a redacted URL).
+    /// What names the shard in its index and the cache (a canonical path, a redacted URL with
+    /// a hash of the whole).
     key: String,
     /// The redacted location, for messages.
     shown: String,
@@ -266,7 +267,8 @@ impl TarDataset {
                         });
                     }
                     let shown = redact_url(location);
-                    (Place::Http(location.clone()), shown.clone(), shown)
+                    let key = remote_key(location, &shown);
+                    (Place::Http(location.clone()), shown, key)
                 }
                 #[cfg(feature = "object-store")]
                 Kind::Object => {
@@ -285,7 +287,8 @@ impl TarDataset {
                         }
                     };
                     let shown = redact_url(location);
-                    (Place::Object { store: at, path }, shown.clone(), shown)
+                    let key = remote_key(location, &shown);
+                    (Place::Object { store: at, path }, shown, key)
                 }
             };
             shards.push((place, shown, key));
@@ -396,6 +399,15 @@ impl TarDataset {
             Sample::from_fragment(&bytes)
         })
     }
+}
+
+/// What names a remote shard in its index and the cache: its redacted location and a hash of
+/// the whole (query and credentials included, never written in clear), so that shards that
+/// differ only by a query are not taken for one another.
+#[cfg_attr(not(any(feature = "http", feature = "object-store")), allow(dead_code))]
+fn remote_key(location: &str, shown: &str) -> String {
+    let hash = |seed| crate::cache::stable_hash(location.as_bytes(), seed);
+    format!("{shown}#{:016x}{:016x}", hash(4), hash(5))
 }
 
 /// What kind of place a location names.

@@ -322,10 +322,13 @@ fn kept_indexes_are_used_while_the_shard_is_unchanged() {
     assert_eq!(third.len(), 4);
     assert_eq!(full_gets(), 3);
     assert!(
-        !std::fs::read(index::path(&index_dir, &redact_url(&locations[0])))
-            .unwrap()
-            .windows(6)
-            .any(|w| w == b"SECRET"),
+        !std::fs::read(index::path(
+            &index_dir,
+            &remote_key(&locations[0], &redact_url(&locations[0]))
+        ))
+        .unwrap()
+        .windows(6)
+        .any(|w| w == b"SECRET"),
         "no query string in the index"
     );
 }
@@ -458,4 +461,158 @@ fn a_kept_index_that_does_not_fit_the_shard_is_made_again() {
             Some((version.clone(), good.clone()))
         );
     }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_a_kept_index_is_no_index() {
+    let dir = TempDir::new();
+    let index_dir = dir.join("index");
+    let members: [(&str, &[u8]); 2] = [("a.jpg", b"jpeg"), ("a.cls", b"1")];
+    let location = write_shard(&dir, &members, Long::Ustar);
+    let key = std::fs::canonicalize(&location)
+        .unwrap()
+        .display()
+        .to_string();
+    std::fs::create_dir(&index_dir).unwrap();
+    let fifo = index::path(&index_dir, &key);
+    index::tests::mkfifo(&fifo);
+    let opened = {
+        let (location, index_dir) = (location.clone(), index_dir.clone());
+        index::tests::unless_stuck_on(&fifo, move || {
+            let runtime = Runtime::new(Some(1)).unwrap();
+            open(&runtime, &[location], options(Some(&index_dir))).map(|d| d.len())
+        })
+    };
+    assert_eq!(opened.unwrap(), 1);
+    // The new index took the FIFO's place.
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().is_file());
+    assert!(index::load(&index_dir, &key).is_some());
+}
+
+/// A server of shards that differ only by their query (`/get?name=...`): byte ranges, no
+/// ETag, no Last-Modified, one request per connection.
+struct QueryServer {
+    addr: std::net::SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl QueryServer {
+    fn start(files: Vec<(String, Vec<u8>)>) -> QueryServer {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push(line.trim_end().to_owned());
+                }
+                let target = head.first().and_then(|l| l.split(' ').nth(1)).unwrap_or("");
+                let range = head.iter().find_map(|h| {
+                    let (name, value) = h.split_once(':')?;
+                    let spec = value.trim().strip_prefix("bytes=")?;
+                    let (a, b) = spec.split_once('-')?;
+                    name.eq_ignore_ascii_case("range")
+                        .then(|| (a.parse::<usize>().ok(), b.parse::<usize>().ok()))
+                });
+                let Some((_, body)) = files.iter().find(|(t, _)| t == target) else {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    continue;
+                };
+                let (status, extra, part) = match range {
+                    Some((Some(a), Some(b))) if a <= b && a < body.len() => {
+                        let b = b.min(body.len() - 1);
+                        let extra = format!("content-range: bytes {a}-{b}/{}\r\n", body.len());
+                        ("206 Partial Content", extra, &body[a..=b])
+                    }
+                    _ => ("200 OK", String::new(), &body[..]),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
+                    part.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(part);
+            }
+        });
+        QueryServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, target: &str) -> String {
+        format!("http://{}{target}", self.addr)
+    }
+}
+
+impl Drop for QueryServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn shards_that_differ_only_by_query_do_not_share_an_index() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let index_dir = dir.join("index");
+    let mut one = Writer::new();
+    one.file("a.txt", b"ten bytes!", Long::Ustar);
+    one.file("a.cls", b"1", Long::Ustar);
+    let one = one.finish();
+    let mut two = Writer::new();
+    two.file("b.txt", &[2; 1500], Long::Ustar);
+    let two = two.finish();
+    // The same size and no ETag: only the location tells them apart.
+    assert_eq!(one.len(), two.len());
+    let server = QueryServer::start(vec![
+        ("/get?name=one.tar".into(), one),
+        ("/get?name=two.tar".into(), two),
+    ]);
+    let open_one = |target: &str| {
+        let location = server.url(target);
+        open(&runtime, &[location], options(Some(&index_dir))).unwrap()
+    };
+    let first = open_one("/get?name=one.tar");
+    assert_eq!(first.key(0), Some("a"));
+    let second = open_one("/get?name=two.tar");
+    assert_eq!(second.len(), 1);
+    assert_eq!(second.key(0), Some("b"));
+    let sample = runtime.block_on(second.sample(0)).unwrap().unwrap();
+    assert_eq!(members(&sample), [("txt".to_owned(), vec![2; 1500])]);
+    assert_eq!(std::fs::read_dir(&index_dir).unwrap().count(), 2);
+    // Kept apart, and neither written nor keyed with the query in clear.
+    assert_eq!(open_one("/get?name=one.tar").key(0), Some("a"));
+    for entry in std::fs::read_dir(&index_dir).unwrap() {
+        let kept = std::fs::read(entry.unwrap().path()).unwrap();
+        assert!(
+            !kept.windows(5).any(|w| w == b"name="),
+            "no query in an index"
+        );
+    }
+    let (k1, k2) = (first.cache_key(0).unwrap(), second.cache_key(0).unwrap());
+    assert_ne!(k1, k2);
+    assert!(!k1.contains("name=") && !k2.contains("name="), "{k1:?}");
 }
