@@ -159,28 +159,45 @@ fn one_member_per_item() {
 }
 
 #[test]
-fn a_member_over_max_bytes_is_too_large() {
+fn a_member_or_a_sample_over_max_bytes_is_too_large() {
     let (runtime, dir) = runtime_and_dir();
-    let members: [(&str, &[u8]); 3] = [("a.jpg", &[0; 100]), ("a.cls", b"1"), ("b.jpg", &[0; 101])];
+    let members: [(&str, &[u8]); 5] = [
+        ("a.jpg", &[0; 2000]),
+        ("a.cls", b"1"),
+        ("b.jpg", &[0; 3101]),
+        ("c.jpg", &[0; 1500]),
+        ("c.cls", &[0; 1500]),
+    ];
     let locations = vec![write_shard(&dir, &members, Long::Ustar)];
     let mut small = options(None);
-    small.fetch.max_bytes = 100;
+    small.fetch.max_bytes = 3100;
     let dataset = open(&runtime, &locations, small).unwrap();
-    assert_eq!(
-        Sample::from_fragment(&fetch(&runtime, &dataset, 0).unwrap())
-            .unwrap()
-            .key(),
-        "a"
-    );
+    // Sample a is read with its headers: 512 + 2048 + 512 + 1 bytes.
+    let item = fetch(&runtime, &dataset, 0).unwrap();
+    assert_eq!(item.len(), 3073);
+    assert_eq!(Sample::from_fragment(&item).unwrap().key(), "a");
     let error = fetch(&runtime, &dataset, 1).unwrap_err();
-    assert_too_large(&error, 100, Some(101));
+    assert_too_large(&error, 3100, Some(3101));
     assert_eq!(
         error.to_string(),
         format!(
-            "{}: b.jpg: the item (101 bytes) is larger than max_bytes (100 bytes)",
+            "{}: b.jpg: the item (3101 bytes) is larger than max_bytes (3100 bytes)",
             locations[0]
         )
     );
+    // Each member of c fits, the bytes read for the sample do not.
+    let error = fetch(&runtime, &dataset, 2).unwrap_err();
+    assert_too_large(&error, 3100, Some(4060));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: sample c: the item (4060 bytes) is larger than max_bytes (3100 bytes)",
+            locations[0]
+        )
+    );
+    let error = runtime.block_on(dataset.sample(2)).unwrap().unwrap_err();
+    assert_too_large(&error, 3100, Some(4060));
+    assert_eq!(dataset.io_stats().unwrap().snapshot().bytes, 3073);
 }
 
 #[test]
@@ -225,6 +242,64 @@ fn member_sizes_past_the_shard_fail_the_constructor_naming_it() {
         let fragment = Bytes::copy_from_slice(&bytes[1024..]);
         let error = Sample::from_fragment(&fragment).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+    }
+}
+
+#[test]
+fn the_members_of_a_sample_are_read_without_what_lies_between() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let mut w = Writer::new();
+    w.file("s.txt", b"text", Long::Ustar);
+    // A keyless entry, far larger than the sample and than max_bytes.
+    w.file("between", &vec![7; 1 << 20], Long::Ustar);
+    w.pax(&[("path", "s.cls")]);
+    w.file("named-by-pax", b"3", Long::Ustar);
+    w.file("t.txt", b"next", Long::Ustar);
+    let data = w.finish();
+    let path = dir.join("s.tar");
+    std::fs::write(&path, &data).unwrap();
+    let server = LoopbackServer::files().unwrap();
+    server.put_file("/s.tar", data, "\"v1\"");
+    let cls_header = 1024 + 512 + (1 << 20);
+    for location in [path.display().to_string(), server.url("/s.tar")] {
+        let mut small = options(None);
+        small.fetch.max_bytes = 64 << 10;
+        let dataset = open(&runtime, std::slice::from_ref(&location), small).unwrap();
+        assert_eq!(dataset.len(), 2);
+        let before = dataset.io_stats().unwrap().snapshot().bytes;
+        let requests = server.request_headers().len();
+        let item = fetch(&runtime, &dataset, 0).unwrap();
+        // s.txt's header and padded data, then s.cls's pax header, header and data.
+        assert_eq!(item.len(), 1024 + 1024 + 512 + 1);
+        assert_eq!(
+            dataset.io_stats().unwrap().snapshot().bytes - before,
+            item.len() as u64
+        );
+        let sample = Sample::from_fragment(&item).unwrap();
+        assert_eq!(sample.key(), "s");
+        assert_eq!(
+            members(&sample),
+            [
+                ("txt".to_owned(), b"text".to_vec()),
+                ("cls".to_owned(), b"3".to_vec())
+            ]
+        );
+        if location.starts_with("http") {
+            // Read at once, in any order.
+            let mut ranges: Vec<String> = server.request_headers()[requests..]
+                .iter()
+                .map(|h| h["range"].clone())
+                .collect();
+            ranges.sort();
+            assert_eq!(
+                ranges,
+                [
+                    "bytes=0-1023".to_owned(),
+                    format!("bytes={cls_header}-{}", cls_header + 1024 + 512)
+                ]
+            );
+        }
     }
 }
 
@@ -410,6 +485,68 @@ fn a_cache_serves_the_second_epoch() {
     let again = open(&runtime, &[server.url("/s.tar")], options(None)).unwrap();
     assert_ne!(again.cache_key(0), dataset.cache_key(0));
     assert!(dataset.cache_key(0).unwrap().contains("\"v1\""));
+}
+
+/// Rewrites the file at `path` in place with `bytes` (same length, same inode) and puts its
+/// modification time back, as `rsync --inplace -t` does.
+fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    assert_eq!(file.metadata().unwrap().len(), bytes.len() as u64);
+    file.write_all(bytes).unwrap();
+    file.set_modified(modified).unwrap();
+}
+
+#[test]
+fn a_shard_rewritten_under_its_old_version_is_an_error_not_a_panic() {
+    let (runtime, dir) = runtime_and_dir();
+    let write = |records: &[(&str, &str)]| {
+        let mut w = Writer::new();
+        w.pax(records);
+        w.file("s.txt", b"hello", Long::Ustar);
+        w.file("s.cls", b"1", Long::Ustar);
+        w.finish()
+    };
+    let before = write(&[("comment", "a comment of some length")]);
+    let after = write(&[("size", "18446744073709551615")]);
+    assert_eq!(before.len(), after.len());
+    let path = dir.join("s.tar");
+    std::fs::write(&path, &before).unwrap();
+    let location = path.display().to_string();
+    let dataset = open(&runtime, std::slice::from_ref(&location), options(None)).unwrap();
+    rewrite_in_place(&path, &after);
+    let error = fetch(&runtime, &dataset, 0).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Changed, "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "{location}: the shard changed since it was indexed (the bytes of sample s are not \
+             a tar fragment: "
+        )),
+        "{message}"
+    );
+    let error = runtime.block_on(dataset.sample(0)).unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Changed, "{error:?}");
+    // The bytes themselves, taken as a fragment: an error, not a slice out of range.
+    let fragment = Bytes::copy_from_slice(&after[..1024 + 512 + 5 + 507 + 512 + 1]);
+    let error = Sample::from_fragment(&fragment).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+    // Other bytes that parse, with another member in the place of one: not the members
+    // indexed.
+    let moved = write(&[("path", "s.xyz")]);
+    assert_eq!(moved.len(), before.len());
+    std::fs::write(&path, &before).unwrap();
+    let dataset = open(&runtime, std::slice::from_ref(&location), options(None)).unwrap();
+    rewrite_in_place(&path, &moved);
+    let error = fetch(&runtime, &dataset, 0).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{location}: the shard changed since it was indexed (the bytes of sample s are not \
+             the members indexed); build the dataset again to index it anew"
+        )
+    );
 }
 
 #[test]
