@@ -382,17 +382,40 @@ def tar_of(members: list[tuple[str, bytes]]) -> bytes:
     return buf.getvalue()
 
 
-def test_a_member_over_max_bytes_is_skipped_and_recorded(tmp_path: pathlib.Path) -> None:
+def test_a_member_or_sample_over_max_bytes_is_skipped_and_recorded(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "s.tar"
-    path.write_bytes(
-        tar_of([("a.jpg", b"a" * 100), ("a.cls", b"1"), ("b.jpg", b"b" * 101), ("b.cls", b"2"), ("c.jpg", b"c" * 99)])
-    )
-    ds = TarDataset([path], max_bytes=100)
-    with pytest.raises(ValueError, match=r"b\.jpg: the item \(101 bytes\) is larger than max_bytes \(100 bytes\)"):
+    members = [("a.jpg", b"a" * 2000), ("a.cls", b"1"), ("b.jpg", b"b" * 3101), ("b.cls", b"2")]
+    members += [("c.jpg", b"c" * 1999), ("d.jpg", b"d" * 1500), ("d.cls", b"d" * 1500)]
+    path.write_bytes(tar_of(members))
+    # max_bytes bounds a member, and the bytes read for a sample (its headers included):
+    # sample a is 3073 bytes, d 4060.
+    ds = TarDataset([path], max_bytes=3100)
+    with pytest.raises(ValueError, match=r"b\.jpg: the item \(3101 bytes\) is larger than max_bytes \(3100 bytes\)"):
         ds[1]
-    loader = PyDataloader(ds, batch_size=3, max_failures=1)
+    with pytest.raises(ValueError, match=r"sample d: the item \(4060 bytes\) is larger than max_bytes \(3100 bytes\)"):
+        ds[3]
+    loader = PyDataloader(ds, batch_size=4, max_failures=2)
     assert [s["jpg"][:1] for batch in loader for s in batch] == [b"a", b"c"]
-    assert [(f.index, f.type) for f in loader.failures] == [(1, "ValueError")]
+    assert [(f.index, f.type) for f in loader.failures] == [(1, "ValueError"), (3, "ValueError")]
+
+
+@pytest.mark.parametrize("max_bytes", [67108864, 2**63])
+def test_a_member_size_past_the_shard_fails_naming_it(tmp_path: pathlib.Path, max_bytes: int) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("s.txt")
+        info.size = 5
+        info.pax_headers = {"size": str(2**64 - 1)}
+        tar.addfile(info, io.BytesIO(b"hello"))
+    path = tmp_path / "s.tar"
+    path.write_bytes(buf.getvalue())
+    assert path.stat().st_size <= 10240
+    message = (
+        rf"^{re.escape(str(path))}: the archive is truncated: it ends inside a member's data "
+        r"\(its header at byte 1024 gives 18446744073709551615 bytes\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        TarDataset([path], max_bytes=max_bytes)
 
 
 def test_a_sample_without_the_member_is_skipped(tmp_path: pathlib.Path) -> None:

@@ -2,9 +2,13 @@
 //! when indexed (size, ETag, modification time or Last-Modified) and its members, with a
 //! CRC-32 of the whole. Written to a temporary name and renamed, so a reader sees a whole
 //! index or none; one that does not parse is ignored (the shard is indexed again).
+//!
+//! The directory may hold what others put there: no symbolic link in it is followed (an index
+//! is opened with `O_NOFOLLOW`, a temporary file created with `O_CREAT | O_EXCL` too), and an
+//! index that is not a regular file (a FIFO) is ignored without waiting on it.
 
 use std::fs;
-use std::io::Write;
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::parse::Member;
@@ -61,25 +65,76 @@ pub(crate) fn path(dir: &Path, location: &str) -> PathBuf {
     ))
 }
 
+/// The largest index file read (a larger one is ignored).
+const MAX_INDEX_FILE: u64 = 1 << 30;
+
+/// The names a process tries for its temporary file, one after the other when a name is taken.
+const TEMP_NAMES: u32 = 4;
+
 /// The index of `location` kept in `dir`, if there is a whole one for that location.
 pub(crate) fn load(dir: &Path, location: &str) -> Option<(Version, Vec<Member>)> {
-    let data = fs::read(path(dir, location)).ok()?;
+    let data = read_regular(&path(dir, location)).ok()?;
     decode(&data, location)
 }
 
+/// Options that never follow a symbolic link at the last component of the path and never
+/// wait on opening (a FIFO without a writer).
+fn no_follow(options: &mut fs::OpenOptions) -> &mut fs::OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    options
+}
+
+/// The bytes of the regular file at `path`; anything else (a link, a FIFO, a device) is an
+/// error, told by the open file's own metadata.
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let file = no_follow(fs::OpenOptions::new().read(true)).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.len() > MAX_INDEX_FILE {
+        return Err(io::Error::other("not a regular index file"));
+    }
+    let mut data = Vec::new();
+    file.take(meta.len()).read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// The `attempt`-th temporary name of the index file `target` for this process.
+fn temp_path(target: &Path, attempt: u32) -> PathBuf {
+    let pid = std::process::id();
+    match attempt {
+        0 => target.with_extension(format!("tmp.{pid}")),
+        n => target.with_extension(format!("tmp.{pid}.{n}")),
+    }
+}
+
 /// Keeps the index of `location` in `dir` (best effort: an index that cannot be written only
-/// makes the next run index the shard again).
+/// makes the next run index the shard again). The temporary file is a new file of its own:
+/// whatever is at its name already (a link planted there, another thread's file) is left be.
 pub(crate) fn save(dir: &Path, location: &str, version: &Version, members: &[Member]) {
     let target = path(dir, location);
-    let temp = target.with_extension(format!("tmp.{}", std::process::id()));
-    let written = (|| {
-        fs::create_dir_all(dir)?;
-        let mut file = fs::File::create(&temp)?;
-        file.write_all(&encode(location, version, members))?;
-        fs::rename(&temp, &target)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
+    if fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let encoded = encode(location, version, members);
+    for attempt in 0..TEMP_NAMES {
+        let temp = temp_path(&target, attempt);
+        let mut options = fs::OpenOptions::new();
+        match no_follow(options.write(true).create_new(true)).open(&temp) {
+            Ok(mut file) => {
+                let written = file
+                    .write_all(&encoded)
+                    .and_then(|()| fs::rename(&temp, &target));
+                if written.is_err() {
+                    let _ = fs::remove_file(&temp);
+                }
+                return;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(_) => return,
+        }
     }
 }
 
@@ -182,8 +237,50 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Makes a FIFO at `path`.
+    #[cfg(unix)]
+    pub(crate) fn mkfifo(path: &Path) {
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c_path` is a NUL-terminated path that lives across the call.
+        let made = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+        assert_eq!(made, 0, "{path:?}");
+    }
+
+    /// `f()`, run on a thread of its own. A hang guard, not a timing: if `f` is still stuck
+    /// after a minute (opening the FIFO at `fifo` for reading waits for a writer), the FIFO is
+    /// opened for writing once to release it and the test fails.
+    #[cfg(unix)]
+    pub(crate) fn unless_stuck_on<T: Send + 'static>(
+        fifo: &Path,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::sync::mpsc::RecvTimeoutError;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(value) => {
+                thread.join().unwrap();
+                value
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                std::panic::resume_unwind(thread.join().unwrap_err())
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(fifo);
+                let _ = thread.join();
+                panic!("stuck on the FIFO {}", fifo.display());
+            }
+        }
+    }
 
     fn sample() -> (Version, Vec<Member>) {
         let version = Version {
@@ -246,6 +343,56 @@ mod tests {
             "no temporary file left"
         );
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_at_the_temporary_name_is_not_written_through() {
+        let dir = crate::test_util::TempDir::new();
+        let index_dir = dir.join("index");
+        fs::create_dir(&index_dir).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, b"keep me").unwrap();
+        let (version, members) = sample();
+        let target = path(&index_dir, "/data/a.tar");
+        std::os::unix::fs::symlink(&victim, temp_path(&target, 0)).unwrap();
+        save(&index_dir, "/data/a.tar", &version, &members);
+        assert_eq!(fs::read(&victim).unwrap(), b"keep me");
+        assert_eq!(
+            load(&index_dir, "/data/a.tar"),
+            Some((version.clone(), members.clone())),
+            "saved under another temporary name"
+        );
+        // Every name taken: nothing is kept, nothing is written through.
+        fs::remove_file(&target).unwrap();
+        for attempt in 1..TEMP_NAMES {
+            std::os::unix::fs::symlink(&victim, temp_path(&target, attempt)).unwrap();
+        }
+        save(&index_dir, "/data/a.tar", &version, &members);
+        assert_eq!(fs::read(&victim).unwrap(), b"keep me");
+        assert_eq!(load(&index_dir, "/data/a.tar"), None);
+        // A link in place of the index itself is not followed, and a save replaces the link.
+        let elsewhere = dir.join("elsewhere.tarindex");
+        fs::write(&elsewhere, encode("/data/a.tar", &version, &members)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &target).unwrap();
+        assert_eq!(load(&index_dir, "/data/a.tar"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_directory_in_place_of_an_index_is_no_index() {
+        let dir = crate::test_util::TempDir::new();
+        let target = path(&dir, "/data/a.tar");
+        mkfifo(&target);
+        // Opened without waiting for a writer: a FIFO is not a regular file, so no index.
+        let loaded = {
+            let dir = dir.to_path_buf();
+            unless_stuck_on(&target, move || load(&dir, "/data/a.tar"))
+        };
+        assert_eq!(loaded, None);
+        fs::remove_file(&target).unwrap();
+        fs::create_dir(&target).unwrap();
+        assert_eq!(load(&dir, "/data/a.tar"), None);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `TarDataset`: the samples of tar shards (the WebDataset layout), each read with one range
-//! request (one positioned read for a file).
+//! request (one positioned read for a file), or one per member when other entries lie far
+//! between them.
 //!
 //! Each shard is indexed once from its tar headers: member names, offsets and sizes. The index
 //! is kept in a directory ([`TarOptions::index_dir`]) with what the shard was (its size and
@@ -8,15 +9,22 @@
 //! Members are grouped into samples by the WebDataset rule ([`split_name`]): `000123.jpg` and
 //! `000123.cls` are the sample `000123` with the extensions `jpg` and `cls`.
 //!
-//! Item `i` of the [`Dataset`] is sample `i`'s bytes as they are in the shard, from its first
-//! header to the end of its last member's data: a tar fragment, which [`Sample::from_fragment`]
-//! reads back as `{extension: bytes}` without a copy. With [`TarOptions::member`], item `i` is
-//! only that member's bytes (one smaller range), which an image transform takes as it is.
+//! Item `i` of the [`Dataset`] is sample `i`'s members as they are in the shard, each from its
+//! first header to the end of its data, one after the other: a tar fragment, which
+//! [`Sample::from_fragment`] reads back as `{extension: bytes}` without a copy. With
+//! [`TarOptions::member`], item `i` is only that member's bytes (one smaller range), which an
+//! image transform takes as it is. `max_bytes` bounds an item: the member, or all the bytes
+//! read for a sample.
 //!
 //! Every read names the version it was indexed at (`If-Match` with a strong ETag, else
 //! `If-Unmodified-Since`; the answer's size, ETag and Last-Modified are compared too; a file's
 //! size, inode and modification time are checked before and after the read): a shard that
-//! changed is [`Error::Changed`], and no byte of it is read with the old index.
+//! changed is [`Error::Changed`], and no byte of it is read with the old index. A sample's bytes
+//! are parsed again and must be the members indexed (else [`Error::Changed`] too): a shard
+//! rewritten under its old size and modification time is caught there.
+//!
+//! Every size and offset is checked before use: a header's claimed size against the shard's
+//! size (a corrupt shard), a kept index against the shard (else it is made again).
 
 mod index;
 mod parse;
@@ -36,7 +44,6 @@ use crate::redact::redact_url;
 use crate::stats::IoStats;
 
 use index::Version;
-use parse::Indexer;
 pub use parse::{Member, split_name};
 use source::{Place, Transports, parse_error};
 
@@ -111,12 +118,11 @@ pub struct Sample {
 
 impl Sample {
     /// Reads the members of a sample's tar fragment (an item of a [`TarDataset`] without
-    /// [`TarOptions::member`]); members of other keys are left out.
+    /// [`TarOptions::member`]); members of other keys are left out. Bytes that are not such a
+    /// fragment are an [`Error::InvalidData`].
     pub fn from_fragment(fragment: &Bytes) -> Result<Sample, Error> {
-        let bad = |e: &parse::ParseError| parse_error("a tar sample", e);
-        let mut indexer = Indexer::fragment();
-        indexer.feed(fragment).map_err(|e| bad(&e))?;
-        let members = indexer.finish().map_err(|e| bad(&e))?;
+        const WHAT: &str = "a tar sample";
+        let members = parse::index_fragment(fragment).map_err(|e| parse_error(WHAT, &e))?;
         let mut key: Option<String> = None;
         let mut out = Vec::with_capacity(members.len());
         for m in &members {
@@ -128,9 +134,19 @@ impl Sample {
                 Some(_) => {}
                 None => key = Some(k.to_owned()),
             }
-            let range = usize::try_from(m.data).unwrap_or(usize::MAX)
-                ..usize::try_from(m.end()).unwrap_or(usize::MAX);
-            out.push((ext, fragment.slice(range)));
+            // The parser keeps every member inside the fragment; checked again, as a slice
+            // out of range would panic.
+            let range = usize::try_from(m.data)
+                .ok()
+                .zip(usize::try_from(m.end()).ok())
+                .filter(|&(start, end)| start <= end && end <= fragment.len());
+            let Some((start, end)) = range else {
+                return Err(Error::InvalidData {
+                    location: WHAT.to_owned(),
+                    message: format!("member {:?} is past the fragment's end", m.name),
+                });
+            };
+            out.push((ext, fragment.slice(start..end)));
         }
         Ok(Sample {
             key: key.unwrap_or_default(),
@@ -159,6 +175,12 @@ impl Sample {
     }
 }
 
+/// Indexes a whole tar archive held in memory: its regular members, as [`TarDataset`]
+/// indexes a shard. A malformed or truncated archive is an [`Error::InvalidData`].
+pub fn index_archive(archive: &[u8]) -> Result<Vec<Member>, Error> {
+    parse::index_bytes(archive).map_err(|e| parse_error("a tar archive", &e))
+}
+
 /// The samples of tar shards; see the [module docs](self).
 #[derive(Clone)]
 pub struct TarDataset {
@@ -176,7 +198,8 @@ struct Inner {
 }
 
 struct Shard {
-    /// What names the shard in its index and the cache (a canonical path, a redacted URL).
+    /// What names the shard in its index and the cache (a canonical path, a redacted URL with
+    /// a hash of the whole).
     key: String,
     /// The redacted location, for messages.
     shown: String,
@@ -188,13 +211,13 @@ struct SampleRef {
     shard: u32,
     first: u32,
     count: u32,
-    start: u64,
-    end: u64,
     key: Box<str>,
 }
 
 struct MemberRef {
     ext: Box<str>,
+    /// The offset of its first header block.
+    header: u64,
     data: u64,
     size: u64,
 }
@@ -249,7 +272,8 @@ impl TarDataset {
                         });
                     }
                     let shown = redact_url(location);
-                    (Place::Http(location.clone()), shown.clone(), shown)
+                    let key = remote_key(location, &shown);
+                    (Place::Http(location.clone()), shown, key)
                 }
                 #[cfg(feature = "object-store")]
                 Kind::Object => {
@@ -268,7 +292,8 @@ impl TarDataset {
                         }
                     };
                     let shown = redact_url(location);
-                    (Place::Object { store: at, path }, shown.clone(), shown)
+                    let key = remote_key(location, &shown);
+                    (Place::Object { store: at, path }, shown, key)
                 }
             };
             shards.push((place, shown, key));
@@ -296,20 +321,15 @@ impl TarDataset {
                     let m = &found[*i];
                     members.push(MemberRef {
                         ext: ext.as_str().into(),
+                        header: m.header,
                         data: m.data,
                         size: m.size,
                     });
                 }
-                let (first_member, last_member) = (
-                    &found[group.members[0].0],
-                    &found[group.members[group.members.len() - 1].0],
-                );
                 samples.push(SampleRef {
                     shard: u32::try_from(at).map_err(|_| too_many())?,
                     first,
                     count: group.members.len() as u32,
-                    start: first_member.header,
-                    end: last_member.end(),
                     key: group.key.into(),
                 });
             }
@@ -374,11 +394,19 @@ impl TarDataset {
     pub fn sample(&self, index: u64) -> BoxFuture<'static, Result<Sample, Error>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let (shard, range) = inner.range(index, None)?;
-            let bytes = inner.read(shard, range).await?;
+            let bytes = inner.read_sample(index).await?;
             Sample::from_fragment(&bytes)
         })
     }
+}
+
+/// What names a remote shard in its index and the cache: its redacted location and a hash of
+/// the whole (query and credentials included, never written in clear), so that shards that
+/// differ only by a query are not taken for one another.
+#[cfg_attr(not(any(feature = "http", feature = "object-store")), allow(dead_code))]
+fn remote_key(location: &str, shown: &str) -> String {
+    let hash = |seed| crate::cache::stable_hash(location.as_bytes(), seed);
+    format!("{shown}#{:016x}{:016x}", hash(4), hash(5))
 }
 
 /// What kind of place a location names.
@@ -456,12 +484,18 @@ async fn index_shard(
         None => None,
     };
     let version = transports.version(place, shown, stats).await?;
+    // A kept index is used only if it fits the shard as it is now; else it is made again.
     if let Some((indexed, members)) = saved
         && indexed == version
+        && parse::check_layout(&members, version.size).is_ok()
     {
         return Ok((version, members));
     }
     let members = transports.index(place, shown, &version, stats).await?;
+    parse::check_layout(&members, version.size).map_err(|message| Error::InvalidData {
+        location: shown.to_owned(),
+        message,
+    })?;
     if let Some(dir) = dir {
         let (dir, key) = (dir.to_owned(), key.to_owned());
         let (kept, found) = (version.clone(), members.clone());
@@ -486,8 +520,8 @@ impl Inner {
         &self.members[first..first + sample.count as usize]
     }
 
-    /// The shard and byte range of item `index`: the member `member`, or the whole sample.
-    fn range(&self, index: u64, member: Option<&str>) -> Result<(&Shard, (u64, u64)), Error> {
+    /// The shard and byte ranges of item `index`: the member `member`, or the whole sample.
+    fn ranges(&self, index: u64, member: Option<&str>) -> Result<(&Shard, Ranges), Error> {
         let sample = self.sample(index)?;
         let shard = &self.shards[sample.shard as usize];
         let members = self.members_of(sample);
@@ -511,13 +545,21 @@ impl Inner {
                 if m.size > self.max_bytes {
                     return Err(too_large(m));
                 }
-                Ok((shard, (m.data, m.data + m.size)))
+                Ok((shard, Ranges::one((m.data, m.data.saturating_add(m.size)))))
             }
             None => {
                 if let Some(m) = members.iter().find(|m| m.size > self.max_bytes) {
                     return Err(too_large(m));
                 }
-                Ok((shard, (sample.start, sample.end)))
+                let ranges = Ranges::of_sample(members);
+                if ranges.total > self.max_bytes {
+                    return Err(Error::TooLarge {
+                        location: format!("{}: sample {}", shard.shown, sample.key),
+                        limit: self.max_bytes,
+                        size: Some(ranges.total),
+                    });
+                }
+                Ok((shard, ranges))
             }
         }
     }
@@ -533,6 +575,121 @@ impl Inner {
             )
             .await
     }
+
+    /// Reads item `index`: one member's bytes, or the sample's fragment.
+    async fn fetch(&self, index: u64) -> Result<Bytes, Error> {
+        match self.member.as_deref() {
+            Some(ext) => {
+                let (shard, ranges) = self.ranges(index, Some(ext))?;
+                self.read(shard, ranges.pieces[0]).await
+            }
+            None => self.read_sample(index).await,
+        }
+    }
+
+    /// The fragment of sample `index`: its members' headers and data, read as the ranges of
+    /// [`Ranges::of_sample`] and checked against the index.
+    async fn read_sample(&self, index: u64) -> Result<Bytes, Error> {
+        let sample = self.sample(index)?;
+        let (shard, ranges) = self.ranges(index, None)?;
+        let reads = ranges.pieces.iter().map(|&range| self.read(shard, range));
+        let mut read = futures::future::try_join_all(reads).await?;
+        let fragment = if read.len() == 1 {
+            read.pop().unwrap_or_default()
+        } else {
+            let mut whole = bytes::BytesMut::with_capacity(read.iter().map(Bytes::len).sum());
+            for piece in &read {
+                whole.extend_from_slice(piece);
+            }
+            whole.freeze()
+        };
+        self.check_fragment(shard, sample, &ranges, &fragment)?;
+        Ok(fragment)
+    }
+
+    /// Checks that a sample's bytes hold the members indexed (by extension, place and size):
+    /// a shard rewritten under the same size and modification time gives other bytes.
+    fn check_fragment(
+        &self,
+        shard: &Shard,
+        sample: &SampleRef,
+        ranges: &Ranges,
+        fragment: &Bytes,
+    ) -> Result<(), Error> {
+        let changed = |what: String| Error::Changed {
+            location: shard.shown.clone(),
+            message: format!("the bytes of sample {} {what}", sample.key),
+        };
+        let found = parse::index_fragment(fragment)
+            .map_err(|e| changed(format!("are not a tar fragment: {e}")))?;
+        let found = found.iter().filter_map(|m| {
+            let (key, ext) = split_name(&m.name)?;
+            (key == &*sample.key).then_some((ext, m.data, m.size))
+        });
+        let indexed = self
+            .members_of(sample)
+            .iter()
+            .map(|m| (m.ext.to_string(), ranges.offset_of(m.data), m.size));
+        if found.eq(indexed) {
+            Ok(())
+        } else {
+            Err(changed("are not the members indexed".into()))
+        }
+    }
+}
+
+/// Largest gap between two members of a sample read as part of one range rather than as two.
+const MAX_GAP: u64 = 64 << 10;
+
+/// The byte ranges of the shard an item is read from, in order, and their total length.
+#[derive(Debug, PartialEq, Eq)]
+struct Ranges {
+    pieces: Vec<(u64, u64)>,
+    total: u64,
+}
+
+impl Ranges {
+    fn one(range: (u64, u64)) -> Ranges {
+        Ranges {
+            pieces: vec![range],
+            total: range.1.saturating_sub(range.0),
+        }
+    }
+
+    /// The ranges of a sample's members (of a checked index): each from its first header to
+    /// the end of its data (padded to a block, but for the last), so that put one after the
+    /// other they are a tar fragment. Members apart by at most [`MAX_GAP`] share a range; what
+    /// lies between others is not read.
+    fn of_sample(members: &[MemberRef]) -> Ranges {
+        let mut pieces: Vec<(u64, u64)> = Vec::new();
+        for (i, m) in members.iter().enumerate() {
+            let end = m.data.saturating_add(m.size);
+            let end = if i + 1 == members.len() {
+                end
+            } else {
+                end.checked_next_multiple_of(parse::BLOCK)
+                    .unwrap_or(u64::MAX)
+            };
+            match pieces.last_mut() {
+                Some(last) if m.header.saturating_sub(last.1) <= MAX_GAP => last.1 = end,
+                _ => pieces.push((m.header, end)),
+            }
+        }
+        let total = pieces.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+        Ranges { pieces, total }
+    }
+
+    /// Where the shard's byte `at` (inside a piece) is in the pieces put one after the other.
+    fn offset_of(&self, at: u64) -> u64 {
+        let mut before = 0;
+        for &(start, end) in &self.pieces {
+            if (start..=end).contains(&at) {
+                return before + (at - start);
+            }
+            before += end.saturating_sub(start);
+        }
+        u64::MAX
+    }
 }
 
 impl Dataset for TarDataset {
@@ -542,10 +699,7 @@ impl Dataset for TarDataset {
 
     fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
         let inner = self.inner.clone();
-        Box::pin(async move {
-            let (shard, range) = inner.range(index, inner.member.as_deref())?;
-            inner.read(shard, range).await
-        })
+        Box::pin(async move { inner.fetch(index).await })
     }
 
     fn io_stats(&self) -> Option<&IoStats> {
@@ -553,7 +707,11 @@ impl Dataset for TarDataset {
     }
 
     fn cache_key(&self, index: u64) -> Option<String> {
-        let (shard, (start, end)) = self.inner.range(index, self.inner.member.as_deref()).ok()?;
+        let (shard, ranges) = self
+            .inner
+            .ranges(index, self.inner.member.as_deref())
+            .ok()?;
+        let (start, end) = (ranges.pieces.first()?.0, ranges.pieces.last()?.1);
         let v = &shard.version;
         // The whole URL: shards that differ by their query are different shards. The cache
         // keeps only hashes of this key.

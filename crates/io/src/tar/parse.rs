@@ -26,9 +26,9 @@ pub struct Member {
 }
 
 impl Member {
-    /// The offset just past its data.
+    /// The offset just past its data (saturated: a checked index never gets there).
     pub fn end(&self) -> u64 {
-        self.data + self.size
+        self.data.saturating_add(self.size)
     }
 }
 
@@ -96,6 +96,8 @@ pub(crate) struct Indexer {
     /// A fragment (one sample's bytes) has no end-of-archive block and may end without the
     /// padding of its last member.
     fragment: bool,
+    /// The archive's size, if known: no member's data may end past it.
+    limit: u64,
 }
 
 impl Indexer {
@@ -109,6 +111,16 @@ impl Indexer {
             pending: Pending::default(),
             members: Vec::new(),
             fragment: false,
+            limit: u64::MAX,
+        }
+    }
+
+    /// The same parser, for an archive (or fragment) of `size` bytes: a member whose data
+    /// would end past it is malformed, whatever its header claims.
+    pub(crate) fn with_size(self, size: u64) -> Indexer {
+        Indexer {
+            limit: size,
+            ..self
         }
     }
 
@@ -282,6 +294,35 @@ impl Indexer {
         }
         let pending = std::mem::take(&mut self.pending);
         let size = pending.size.unwrap_or(header_size);
+        // Links, directories, devices and fifos announce a size but store no data.
+        let stored = if matches!(kind, b'1' | b'2' | b'3' | b'4' | b'5' | b'6') {
+            0
+        } else {
+            // A claimed size is checked before any offset is computed from it.
+            // Past a known end, the archive was cut (or the header lies): it is truncated.
+            let past = || match self.limit {
+                u64::MAX => malformed(
+                    at,
+                    format!("a member of {size} bytes, more than any archive holds"),
+                ),
+                limit => ParseError {
+                    offset: limit,
+                    message: format!(
+                        "the archive is truncated: it ends inside a member's data (its \
+                         header at byte {at} gives {size} bytes)"
+                    ),
+                    truncated: true,
+                },
+            };
+            match self.pos.checked_add(size) {
+                Some(end) if end <= self.limit => {}
+                _ => return Err(past()),
+            }
+            size.div_ceil(BLOCK)
+                .checked_mul(BLOCK)
+                .filter(|&p| self.pos.checked_add(p).is_some())
+                .ok_or_else(past)?
+        };
         // Regular files: '0', the old '\0', and contiguous files '7'.
         if matches!(kind, b'0' | 0 | b'7') {
             let name = match pending.name {
@@ -295,12 +336,6 @@ impl Indexer {
                 size,
             });
         }
-        // Links, directories, devices and fifos announce a size but store no data.
-        let stored = if matches!(kind, b'1' | b'2' | b'3' | b'4' | b'5' | b'6') {
-            0
-        } else {
-            padded(size)
-        };
         self.state = if stored > 0 {
             State::Skip { remaining: stored }
         } else {
@@ -492,11 +527,49 @@ pub(crate) fn group(members: &[Member]) -> Result<Vec<Grouped>, ParseError> {
 }
 
 /// Indexes a whole archive held in memory.
-#[cfg(test)]
 pub(crate) fn index_bytes(data: &[u8]) -> Result<Vec<Member>, ParseError> {
-    let mut indexer = Indexer::new();
+    let mut indexer = Indexer::new().with_size(data.len() as u64);
     indexer.feed(data)?;
     indexer.finish()
+}
+
+/// Indexes a fragment held in memory (consecutive members, as [`Indexer::fragment`]).
+pub(crate) fn index_fragment(data: &[u8]) -> Result<Vec<Member>, ParseError> {
+    let mut indexer = Indexer::fragment().with_size(data.len() as u64);
+    indexer.feed(data)?;
+    indexer.finish()
+}
+
+/// Whether `members` can be the index of an archive of `size` bytes: headers and data on
+/// block boundaries, each member's data after its header and inside the archive, and each
+/// member after the padded data of the one before. What the reads of a sample rely on.
+pub(crate) fn check_layout(members: &[Member], size: u64) -> Result<(), String> {
+    let mut next_free = 0u64;
+    for m in members {
+        let padded_end = m
+            .data
+            .checked_add(m.size)
+            .and_then(|end| end.checked_next_multiple_of(BLOCK))
+            .filter(|&end| end <= size);
+        let Some(padded_end) = padded_end else {
+            return Err(format!(
+                "member {:?} ({} bytes at byte {}) is past the shard's end ({size} bytes)",
+                m.name, m.size, m.data
+            ));
+        };
+        if m.header % BLOCK != 0
+            || m.data % BLOCK != 0
+            || m.header < next_free
+            || m.header.checked_add(BLOCK).is_none_or(|h| h > m.data)
+        {
+            return Err(format!(
+                "member {:?} (header at byte {}, data at byte {}) is out of place",
+                m.name, m.header, m.data
+            ));
+        }
+        next_free = padded_end;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -562,6 +635,20 @@ pub(crate) mod tests {
             self.out.extend_from_slice(data);
             let pad = (512 - data.len() % 512) % 512;
             self.out.extend(std::iter::repeat_n(0, pad));
+        }
+
+        /// Adds a pax extended header of these records (for the next member).
+        pub(crate) fn pax(&mut self, records: &[(&str, &str)]) {
+            let text: String = records.iter().map(|(k, v)| pax_record(k, v)).collect();
+            self.header(b"PaxHeader/x", text.len() as u64, b'x', false, b"");
+            self.data(text.as_bytes());
+        }
+
+        /// Adds a regular member's header that claims `size` bytes (base-256 from 8**11 on)
+        /// and `data` after it, whatever its length.
+        pub(crate) fn claim(&mut self, name: &str, size: u64, data: &[u8]) {
+            self.header(name.as_bytes(), size, b'0', true, b"");
+            self.data(data);
         }
 
         /// Adds a member of another type than a regular file, without data.
@@ -682,7 +769,8 @@ pub(crate) mod tests {
         ] {
             let error = cut(n);
             assert!(error.truncated, "{n}: {error}");
-            assert!(error.message.ends_with(what), "{n}: {error}");
+            let message = format!("the archive is truncated: it ends {what}");
+            assert!(error.message.starts_with(&message), "{n}: {error}");
             assert_eq!(error.offset, n as u64);
         }
         index_bytes(&whole[..1536 + 512]).unwrap();
@@ -694,6 +782,112 @@ pub(crate) mod tests {
         assert_eq!(error.to_string(), format!("{} (at byte 0)", error.message));
         let error = index_bytes(&[b'x'; 1024]).unwrap_err();
         assert!(error.message.starts_with("not a tar header"), "{error}");
+    }
+
+    /// Sizes that would wrap when padded to blocks, or end past the end of the archive, or
+    /// past the largest offset, are errors, never offsets.
+    #[test]
+    fn claimed_sizes_past_the_end_are_errors() {
+        let mut pax = Writer::new();
+        pax.pax(&[("size", "18446744073709551615")]);
+        pax.file("s.txt", b"hello", Long::Ustar);
+        let pax = pax.finish();
+        let mut base256 = Writer::new();
+        base256.claim("s.txt", u64::MAX, b"hello");
+        let base256 = base256.finish();
+        // 2**64 - 1 in base-256, as GNU tar writes it.
+        assert_eq!(
+            base256[124..136],
+            [
+                0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff
+            ]
+        );
+        let mut near = Writer::new();
+        near.claim("s.txt", u64::MAX - 1000, b"hello");
+        let near = near.finish();
+        for (what, archive, header) in [
+            ("pax", &pax, 1024),
+            ("base-256", &base256, 0),
+            ("near", &near, 0),
+        ] {
+            let size = archive.len() as u64;
+            let error = index_bytes(archive).unwrap_err();
+            assert!(error.truncated, "{what}: {error}");
+            assert_eq!(error.offset, size, "{what}");
+            assert!(
+                error.message.ends_with(&format!(
+                    "(its header at byte {header} gives {} bytes)",
+                    if what == "near" {
+                        u64::MAX - 1000
+                    } else {
+                        u64::MAX
+                    }
+                )),
+                "{what}: {error}"
+            );
+            // Without a known size: no offset past the largest one.
+            let mut unsized_ = Indexer::new();
+            let error = unsized_.feed(archive).unwrap_err();
+            assert!(!error.truncated, "{what}: {error}");
+            assert_eq!(error.offset, header, "{what}");
+            assert!(
+                error
+                    .message
+                    .ends_with("bytes, more than any archive holds"),
+                "{error}"
+            );
+            // Nor in a fragment.
+            let error = index_fragment(&archive[..header as usize + 512 + 5]).unwrap_err();
+            assert!(error.truncated, "{what}: {error}");
+        }
+        // A field that is negative in base-256 is not a size.
+        let mut negative = base256.clone();
+        negative[124..136].fill(0xff);
+        negative[148..156].fill(b' ');
+        let sum: u64 = negative[..512].iter().map(|&b| u64::from(b)).sum();
+        negative[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        let error = index_bytes(&negative).unwrap_err();
+        assert_eq!(error.message, "the header's size field is not a number");
+    }
+
+    #[test]
+    fn layouts_that_do_not_fit_the_archive() {
+        let mut w = Writer::new();
+        w.file("a.jpg", &[1; 600], Long::Ustar);
+        w.file("a.cls", b"1", Long::Pax);
+        let archive = w.finish();
+        let size = archive.len() as u64;
+        let members = index_bytes(&archive).unwrap();
+        assert_eq!(check_layout(&members, size), Ok(()));
+        assert_eq!(check_layout(&[], 0), Ok(()));
+        let with = |i: usize, f: &dyn Fn(&mut Member)| {
+            let mut members = members.clone();
+            f(&mut members[i]);
+            check_layout(&members, size).unwrap_err()
+        };
+        let past = with(1, &|m| m.data = 1 << 40);
+        assert_eq!(
+            past,
+            format!(
+                "member \"a.cls\" (1 bytes at byte {}) is past the shard's end ({size} bytes)",
+                1u64 << 40
+            )
+        );
+        // One byte past the end of the data, or a size that wraps.
+        with(1, &|m| m.size = size - m.data + 1);
+        with(1, &|m| m.size = u64::MAX);
+        with(0, &|m| m.size = u64::MAX - m.data);
+        // Out of place: unaligned, data before its header, overlapping the member before.
+        type Case<'a> = (usize, &'a dyn Fn(&mut Member));
+        let cases: [Case; 4] = [
+            (0, &|m| m.data += 1),
+            (0, &|m| m.header = m.data),
+            (1, &|m| m.header = 512),
+            (1, &|m| m.header = u64::MAX - 511),
+        ];
+        for (i, f) in cases {
+            assert!(with(i, f).ends_with("is out of place"), "{i}");
+        }
     }
 
     #[test]

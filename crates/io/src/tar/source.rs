@@ -270,7 +270,7 @@ fn index_file(
         }
     };
     check(&file)?;
-    let mut indexer = Indexer::new();
+    let mut indexer = Indexer::new().with_size(version.size);
     let mut buf = vec![0u8; 64 << 10];
     while !indexer.is_done() {
         let skip = indexer.skippable();
@@ -346,7 +346,20 @@ fn read_file(
         }
     };
     check(&file)?;
-    let mut body = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
+    // The range is inside the file (a checked index, its size unchanged) and within
+    // max_bytes; a failed allocation is still an error, not an abort.
+    let len = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
+    let mut body = Vec::new();
+    body.try_reserve_exact(len).map_err(|_| {
+        Failure::Fatal(Error::io(
+            shown,
+            std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                format!("cannot allocate {len} bytes for a read"),
+            ),
+        ))
+    })?;
+    body.resize(len, 0);
     let mut done = 0;
     while done < body.len() {
         let n = read_at(&file, &mut body[done..], start + done as u64).map_err(io)?;
@@ -531,7 +544,7 @@ impl Transports {
                     .and_then(|c| c.map_err(|e| crate::http::failure(e, url)));
                 chunk.transpose().map(|c| (c, response))
             });
-            index_chunks(chunks, shown, stats).await
+            index_chunks(chunks, shown, version, stats).await
         })
         .await
     }
@@ -605,11 +618,12 @@ impl Transports {
 async fn index_chunks(
     chunks: impl futures::Stream<Item = Result<Bytes, Failure>>,
     shown: &str,
+    version: &Version,
     stats: &IoStats,
 ) -> Result<Vec<Member>, Failure> {
     use futures::StreamExt;
     let mut chunks = std::pin::pin!(chunks);
-    let mut indexer = Indexer::new();
+    let mut indexer = Indexer::new().with_size(version.size);
     let mut seen = 0u64;
     while !indexer.is_done() {
         let Some(chunk) = chunks.next().await else {
@@ -761,7 +775,7 @@ impl Transports {
                 let chunks = result
                     .into_stream()
                     .map(|c| c.map_err(|e| store_error(e, shown, n)));
-                index_chunks(chunks, shown, stats).await
+                index_chunks(chunks, shown, version, stats).await
             })
         })
         .await

@@ -159,28 +159,148 @@ fn one_member_per_item() {
 }
 
 #[test]
-fn a_member_over_max_bytes_is_too_large() {
+fn a_member_or_a_sample_over_max_bytes_is_too_large() {
     let (runtime, dir) = runtime_and_dir();
-    let members: [(&str, &[u8]); 3] = [("a.jpg", &[0; 100]), ("a.cls", b"1"), ("b.jpg", &[0; 101])];
+    let members: [(&str, &[u8]); 5] = [
+        ("a.jpg", &[0; 2000]),
+        ("a.cls", b"1"),
+        ("b.jpg", &[0; 3101]),
+        ("c.jpg", &[0; 1500]),
+        ("c.cls", &[0; 1500]),
+    ];
     let locations = vec![write_shard(&dir, &members, Long::Ustar)];
     let mut small = options(None);
-    small.fetch.max_bytes = 100;
+    small.fetch.max_bytes = 3100;
     let dataset = open(&runtime, &locations, small).unwrap();
-    assert_eq!(
-        Sample::from_fragment(&fetch(&runtime, &dataset, 0).unwrap())
-            .unwrap()
-            .key(),
-        "a"
-    );
+    // Sample a is read with its headers: 512 + 2048 + 512 + 1 bytes.
+    let item = fetch(&runtime, &dataset, 0).unwrap();
+    assert_eq!(item.len(), 3073);
+    assert_eq!(Sample::from_fragment(&item).unwrap().key(), "a");
     let error = fetch(&runtime, &dataset, 1).unwrap_err();
-    assert_too_large(&error, 100, Some(101));
+    assert_too_large(&error, 3100, Some(3101));
     assert_eq!(
         error.to_string(),
         format!(
-            "{}: b.jpg: the item (101 bytes) is larger than max_bytes (100 bytes)",
+            "{}: b.jpg: the item (3101 bytes) is larger than max_bytes (3100 bytes)",
             locations[0]
         )
     );
+    // Each member of c fits, the bytes read for the sample do not.
+    let error = fetch(&runtime, &dataset, 2).unwrap_err();
+    assert_too_large(&error, 3100, Some(4060));
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{}: sample c: the item (4060 bytes) is larger than max_bytes (3100 bytes)",
+            locations[0]
+        )
+    );
+    let error = runtime.block_on(dataset.sample(2)).unwrap().unwrap_err();
+    assert_too_large(&error, 3100, Some(4060));
+    assert_eq!(dataset.io_stats().unwrap().snapshot().bytes, 3073);
+}
+
+#[test]
+fn member_sizes_past_the_shard_fail_the_constructor_naming_it() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let server = LoopbackServer::files().unwrap();
+    let mut pax = Writer::new();
+    pax.file("a.txt", b"first", Long::Ustar);
+    pax.pax(&[("size", "18446744073709551615")]);
+    pax.file("s.txt", b"hello", Long::Ustar);
+    pax.file("s.cls", b"1", Long::Ustar);
+    let mut base256 = Writer::new();
+    base256.file("a.txt", b"first", Long::Ustar);
+    base256.claim("s.txt", u64::MAX, b"hello");
+    base256.file("s.cls", b"1", Long::Ustar);
+    for (name, bytes, header) in [
+        ("pax.tar", pax.finish(), 2048),
+        ("b256.tar", base256.finish(), 1024),
+    ] {
+        assert!(bytes.len() <= 5120, "a small shard");
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        server.put_file(&format!("/{name}"), bytes.clone(), "\"v1\"");
+        let file = path.display().to_string();
+        for location in [file, server.url(&format!("/{name}"))] {
+            // Whatever max_bytes allows.
+            let mut raised = options(None);
+            raised.fetch.max_bytes = u64::MAX;
+            let error = open(&runtime, std::slice::from_ref(&location), raised).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "{location}: the archive is truncated: it ends inside a member's data (its \
+                     header at byte {header} gives 18446744073709551615 bytes) (at byte {})",
+                    bytes.len()
+                )
+            );
+        }
+        // The same bytes as a sample's fragment are an error too, not a panic.
+        let fragment = Bytes::copy_from_slice(&bytes[1024..]);
+        let error = Sample::from_fragment(&fragment).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+    }
+}
+
+#[test]
+fn the_members_of_a_sample_are_read_without_what_lies_between() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let mut w = Writer::new();
+    w.file("s.txt", b"text", Long::Ustar);
+    // A keyless entry, far larger than the sample and than max_bytes.
+    w.file("between", &vec![7; 1 << 20], Long::Ustar);
+    w.pax(&[("path", "s.cls")]);
+    w.file("named-by-pax", b"3", Long::Ustar);
+    w.file("t.txt", b"next", Long::Ustar);
+    let data = w.finish();
+    let path = dir.join("s.tar");
+    std::fs::write(&path, &data).unwrap();
+    let server = LoopbackServer::files().unwrap();
+    server.put_file("/s.tar", data, "\"v1\"");
+    let cls_header = 1024 + 512 + (1 << 20);
+    for location in [path.display().to_string(), server.url("/s.tar")] {
+        let mut small = options(None);
+        small.fetch.max_bytes = 64 << 10;
+        let dataset = open(&runtime, std::slice::from_ref(&location), small).unwrap();
+        assert_eq!(dataset.len(), 2);
+        let before = dataset.io_stats().unwrap().snapshot().bytes;
+        let requests = server.request_headers().len();
+        let item = fetch(&runtime, &dataset, 0).unwrap();
+        // s.txt's header and padded data, then s.cls's pax header, header and data.
+        assert_eq!(item.len(), 1024 + 1024 + 512 + 1);
+        assert_eq!(
+            dataset.io_stats().unwrap().snapshot().bytes - before,
+            item.len() as u64
+        );
+        let sample = Sample::from_fragment(&item).unwrap();
+        assert_eq!(sample.key(), "s");
+        assert_eq!(
+            members(&sample),
+            [
+                ("txt".to_owned(), b"text".to_vec()),
+                ("cls".to_owned(), b"3".to_vec())
+            ]
+        );
+        if location.starts_with("http") {
+            // Read at once, in any order.
+            let mut ranges: Vec<String> = server.request_headers()[requests..]
+                .iter()
+                .map(|h| h["range"].clone())
+                .collect();
+            ranges.sort();
+            assert_eq!(
+                ranges,
+                [
+                    "bytes=0-1023".to_owned(),
+                    format!("bytes={cls_header}-{}", cls_header + 1024 + 512)
+                ]
+            );
+        }
+    }
 }
 
 #[test]
@@ -277,10 +397,13 @@ fn kept_indexes_are_used_while_the_shard_is_unchanged() {
     assert_eq!(third.len(), 4);
     assert_eq!(full_gets(), 3);
     assert!(
-        !std::fs::read(index::path(&index_dir, &redact_url(&locations[0])))
-            .unwrap()
-            .windows(6)
-            .any(|w| w == b"SECRET"),
+        !std::fs::read(index::path(
+            &index_dir,
+            &remote_key(&locations[0], &redact_url(&locations[0]))
+        ))
+        .unwrap()
+        .windows(6)
+        .any(|w| w == b"SECRET"),
         "no query string in the index"
     );
 }
@@ -362,4 +485,271 @@ fn a_cache_serves_the_second_epoch() {
     let again = open(&runtime, &[server.url("/s.tar")], options(None)).unwrap();
     assert_ne!(again.cache_key(0), dataset.cache_key(0));
     assert!(dataset.cache_key(0).unwrap().contains("\"v1\""));
+}
+
+/// Rewrites the file at `path` in place with `bytes` (same length, same inode) and puts its
+/// modification time back, as `rsync --inplace -t` does.
+fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    assert_eq!(file.metadata().unwrap().len(), bytes.len() as u64);
+    file.write_all(bytes).unwrap();
+    file.set_modified(modified).unwrap();
+}
+
+#[test]
+fn a_shard_rewritten_under_its_old_version_is_an_error_not_a_panic() {
+    let (runtime, dir) = runtime_and_dir();
+    let write = |records: &[(&str, &str)]| {
+        let mut w = Writer::new();
+        w.pax(records);
+        w.file("s.txt", b"hello", Long::Ustar);
+        w.file("s.cls", b"1", Long::Ustar);
+        w.finish()
+    };
+    let before = write(&[("comment", "a comment of some length")]);
+    let after = write(&[("size", "18446744073709551615")]);
+    assert_eq!(before.len(), after.len());
+    let path = dir.join("s.tar");
+    std::fs::write(&path, &before).unwrap();
+    let location = path.display().to_string();
+    let dataset = open(&runtime, std::slice::from_ref(&location), options(None)).unwrap();
+    rewrite_in_place(&path, &after);
+    let error = fetch(&runtime, &dataset, 0).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Changed, "{error:?}");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "{location}: the shard changed since it was indexed (the bytes of sample s are not \
+             a tar fragment: "
+        )),
+        "{message}"
+    );
+    let error = runtime.block_on(dataset.sample(0)).unwrap().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Changed, "{error:?}");
+    // The bytes themselves, taken as a fragment: an error, not a slice out of range.
+    let fragment = Bytes::copy_from_slice(&after[..1024 + 512 + 5 + 507 + 512 + 1]);
+    let error = Sample::from_fragment(&fragment).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidData, "{error:?}");
+    // Other bytes that parse, with another member in the place of one: not the members
+    // indexed.
+    let moved = write(&[("path", "s.xyz")]);
+    assert_eq!(moved.len(), before.len());
+    std::fs::write(&path, &before).unwrap();
+    let dataset = open(&runtime, std::slice::from_ref(&location), options(None)).unwrap();
+    rewrite_in_place(&path, &moved);
+    let error = fetch(&runtime, &dataset, 0).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "{location}: the shard changed since it was indexed (the bytes of sample s are not \
+             the members indexed); build the dataset again to index it anew"
+        )
+    );
+}
+
+#[test]
+fn a_kept_index_that_does_not_fit_the_shard_is_made_again() {
+    let (runtime, dir) = runtime_and_dir();
+    let index_dir = dir.join("index");
+    let jpg = content("a", "jpg");
+    let files: [(&str, &[u8]); 2] = [("a.jpg", &jpg), ("a.cls", b"a")];
+    let location = write_shard(&dir, &files, Long::Ustar);
+    let key = std::fs::canonicalize(&location)
+        .unwrap()
+        .display()
+        .to_string();
+    open(
+        &runtime,
+        std::slice::from_ref(&location),
+        options(Some(&index_dir)),
+    )
+    .unwrap();
+    let (version, good) = index::load(&index_dir, &key).unwrap();
+    let shard_size = std::fs::metadata(&location).unwrap().len();
+    // A valid CRC, members that do not fit: a terabyte in, one byte past the end.
+    type Damage = fn(&mut Vec<Member>, u64);
+    let damages: [Damage; 3] = [
+        |m, _| m[0].data = 1 << 40,
+        |m, size| m[1].size = size - m[1].data + 1,
+        |m, _| m[1].header = m[0].header,
+    ];
+    for damage in damages {
+        let mut bad = good.clone();
+        damage(&mut bad, shard_size);
+        std::fs::write(
+            index::path(&index_dir, &key),
+            index::encode(&key, &version, &bad),
+        )
+        .unwrap();
+        assert_eq!(index::load(&index_dir, &key), Some((version.clone(), bad)));
+        let dataset = open(
+            &runtime,
+            std::slice::from_ref(&location),
+            options(Some(&index_dir)),
+        )
+        .unwrap();
+        let sample = runtime.block_on(dataset.sample(0)).unwrap().unwrap();
+        assert_eq!(members(&sample), expected("a"));
+        // Made again and kept.
+        assert_eq!(
+            index::load(&index_dir, &key),
+            Some((version.clone(), good.clone()))
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_in_place_of_a_kept_index_is_no_index() {
+    let dir = TempDir::new();
+    let index_dir = dir.join("index");
+    let members: [(&str, &[u8]); 2] = [("a.jpg", b"jpeg"), ("a.cls", b"1")];
+    let location = write_shard(&dir, &members, Long::Ustar);
+    let key = std::fs::canonicalize(&location)
+        .unwrap()
+        .display()
+        .to_string();
+    std::fs::create_dir(&index_dir).unwrap();
+    let fifo = index::path(&index_dir, &key);
+    index::tests::mkfifo(&fifo);
+    let opened = {
+        let (location, index_dir) = (location.clone(), index_dir.clone());
+        index::tests::unless_stuck_on(&fifo, move || {
+            let runtime = Runtime::new(Some(1)).unwrap();
+            open(&runtime, &[location], options(Some(&index_dir))).map(|d| d.len())
+        })
+    };
+    assert_eq!(opened.unwrap(), 1);
+    // The new index took the FIFO's place.
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().is_file());
+    assert!(index::load(&index_dir, &key).is_some());
+}
+
+/// A server of shards that differ only by their query (`/get?name=...`): byte ranges, no
+/// ETag, no Last-Modified, one request per connection.
+struct QueryServer {
+    addr: std::net::SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl QueryServer {
+    fn start(files: Vec<(String, Vec<u8>)>) -> QueryServer {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push(line.trim_end().to_owned());
+                }
+                let target = head.first().and_then(|l| l.split(' ').nth(1)).unwrap_or("");
+                let range = head.iter().find_map(|h| {
+                    let (name, value) = h.split_once(':')?;
+                    let spec = value.trim().strip_prefix("bytes=")?;
+                    let (a, b) = spec.split_once('-')?;
+                    name.eq_ignore_ascii_case("range")
+                        .then(|| (a.parse::<usize>().ok(), b.parse::<usize>().ok()))
+                });
+                let Some((_, body)) = files.iter().find(|(t, _)| t == target) else {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    );
+                    continue;
+                };
+                let (status, extra, part) = match range {
+                    Some((Some(a), Some(b))) if a <= b && a < body.len() => {
+                        let b = b.min(body.len() - 1);
+                        let extra = format!("content-range: bytes {a}-{b}/{}\r\n", body.len());
+                        ("206 Partial Content", extra, &body[a..=b])
+                    }
+                    _ => ("200 OK", String::new(), &body[..]),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n",
+                    part.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(part);
+            }
+        });
+        QueryServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self, target: &str) -> String {
+        format!("http://{}{target}", self.addr)
+    }
+}
+
+impl Drop for QueryServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[test]
+fn shards_that_differ_only_by_query_do_not_share_an_index() {
+    let runtime = Runtime::new(Some(2)).unwrap();
+    let dir = TempDir::new();
+    let index_dir = dir.join("index");
+    let mut one = Writer::new();
+    one.file("a.txt", b"ten bytes!", Long::Ustar);
+    one.file("a.cls", b"1", Long::Ustar);
+    let one = one.finish();
+    let mut two = Writer::new();
+    two.file("b.txt", &[2; 1500], Long::Ustar);
+    let two = two.finish();
+    // The same size and no ETag: only the location tells them apart.
+    assert_eq!(one.len(), two.len());
+    let server = QueryServer::start(vec![
+        ("/get?name=one.tar".into(), one),
+        ("/get?name=two.tar".into(), two),
+    ]);
+    let open_one = |target: &str| {
+        let location = server.url(target);
+        open(&runtime, &[location], options(Some(&index_dir))).unwrap()
+    };
+    let first = open_one("/get?name=one.tar");
+    assert_eq!(first.key(0), Some("a"));
+    let second = open_one("/get?name=two.tar");
+    assert_eq!(second.len(), 1);
+    assert_eq!(second.key(0), Some("b"));
+    let sample = runtime.block_on(second.sample(0)).unwrap().unwrap();
+    assert_eq!(members(&sample), [("txt".to_owned(), vec![2; 1500])]);
+    assert_eq!(std::fs::read_dir(&index_dir).unwrap().count(), 2);
+    // Kept apart, and neither written nor keyed with the query in clear.
+    assert_eq!(open_one("/get?name=one.tar").key(0), Some("a"));
+    for entry in std::fs::read_dir(&index_dir).unwrap() {
+        let kept = std::fs::read(entry.unwrap().path()).unwrap();
+        assert!(
+            !kept.windows(5).any(|w| w == b"name="),
+            "no query in an index"
+        );
+    }
+    let (k1, k2) = (first.cache_key(0).unwrap(), second.cache_key(0).unwrap());
+    assert_ne!(k1, k2);
+    assert!(!k1.contains("name=") && !k2.contains("name="), "{k1:?}");
 }
