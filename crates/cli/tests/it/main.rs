@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use dlrs_cli::server::LoopbackServer;
 
+mod serve_dir;
+
 fn run(args: &[&str]) -> ExitCode {
     dlrs_cli::run(
         std::iter::once("dlrs")
