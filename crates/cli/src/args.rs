@@ -29,7 +29,8 @@ Template rules (those of HttpDataset/FileDataset/ObjectStoreDataset.from_templat
   key {index}.png under s3://bucket/tiles).
 
 Columns (-c NAME=VALUES): a comma-separated list (a,b,c), a range of ints (0..100, end
-excluded), or @FILE with one value per line. Values that are all plain decimal ints are ints.
+excluded; its values are made item by item, never stored), or @FILE with one value per line.
+Values that are all plain decimal ints are ints. All columns have one length.
 
 Output: item i is written to OUT/NAME.part, then renamed to OUT/NAME once all its bytes are
 written. A file with the final name is complete and is skipped when the command runs again;

@@ -131,6 +131,29 @@ fn failures_are_listed_by_index_with_redacted_locations() {
 }
 
 #[test]
+fn range_columns_give_their_values_item_by_item() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("range");
+    let template = format!("{}/item/{{x}}?y={{y}}", server.base_url());
+    let a = args(&template, &dir.0, "-c x=-1..2 -c y=a,b,c --name {y}_{x}");
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.failures.len()), (3, 0));
+    assert_eq!(read(dir.0.join("a_-1")), "item--1");
+    assert_eq!(read(dir.0.join("b_0")), "item-0");
+    assert_eq!(read(dir.0.join("c_1")), "item-1");
+    // A range near the ends of i64 is made item by item too.
+    let template = format!("{}/item/{{x}}", server.base_url());
+    let a = args(
+        &template,
+        &dir.0.join("far"),
+        "-c x=9223372036854775805..9223372036854775807",
+    );
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!(report.fetched, 2);
+    assert_eq!(read(dir.0.join("far/1")), format!("item-{}", i64::MAX - 1));
+}
+
+#[test]
 fn transient_failures_are_retried() {
     let server = LoopbackServer::start(Duration::ZERO).unwrap();
     let dir = TempDir::new("retry");

@@ -125,6 +125,49 @@ fn bad_templates_exit_with_2() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// A range column is never made whole: lengths that differ are a usage error at once, whatever
+/// the range's size (the binary, so a panic or an abort shows as its status).
+#[test]
+fn columns_of_different_lengths_exit_with_2_at_any_size() {
+    let out = temp_dir("lengths");
+    for (x, len) in [
+        ("x=0..9223372036854775807", "9223372036854775807"),
+        (
+            "x=-9223372036854775808..9223372036854775807",
+            "18446744073709551615",
+        ),
+        ("x=0..100000000000", "100000000000"),
+        ("x=0..3", "3"),
+    ] {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+            .args([
+                "prefetch",
+                "http://127.0.0.1:9/{x}/{y}",
+                "-c",
+                x,
+                "-c",
+                "y=1,2",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(run.stderr).unwrap();
+        assert_eq!(run.status.code(), Some(2), "{x}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("error: columns have different lengths: 'x' has {len} values, 'y' has 2\n"),
+            "{x}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn help_and_version_exit_with_0() {
     assert_eq!(run(&["--help"]), ExitCode::SUCCESS);
