@@ -169,6 +169,34 @@ fn columns_of_different_lengths_exit_with_2_at_any_size() {
 }
 
 #[test]
+fn serve_of_a_dir_that_is_not_one_exits_with_2() {
+    let dir = temp_dir("serve-not-a-dir");
+    std::fs::write(dir.join("file"), b"x").unwrap();
+    for (given, why) in [
+        (
+            dir.join("missing"),
+            "No such file or directory (os error 2)",
+        ),
+        (dir.join("file"), "not a directory"),
+    ] {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+            .arg("serve")
+            .arg("--dir")
+            .arg(&given)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "{given:?}");
+        assert_eq!(
+            String::from_utf8(run.stderr).unwrap(),
+            format!("error: --dir {}: {why}\n", given.display())
+        );
+        assert!(run.stdout.is_empty(), "no URL printed");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn help_and_version_exit_with_0() {
     assert_eq!(run(&["--help"]), ExitCode::SUCCESS);
     assert_eq!(run(&["prefetch", "--help"]), ExitCode::SUCCESS);
