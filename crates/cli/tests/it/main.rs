@@ -168,6 +168,42 @@ fn columns_of_different_lengths_exit_with_2_at_any_size() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// A range column of 10^11 values: nothing is made per item before the fetches start, so the
+/// first items are written while the last ones are not even named (the run is then killed).
+#[test]
+fn prefetch_of_a_huge_range_starts_at_once() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let out = temp_dir("huge");
+    let template = format!("{}/item/{{x}}", server.base_url());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+        .args([
+            "prefetch",
+            &template,
+            "-c",
+            "x=7..100000000007",
+            "--concurrency",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first item's file (named by its index, padded to 11 digits); a hang guard only.
+    let first = out.join("00000000000");
+    let guard = std::time::Instant::now() + Duration::from_secs(20);
+    while !first.exists() && std::time::Instant::now() < guard {
+        assert_eq!(child.try_wait().unwrap(), None, "the run ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read(&first).unwrap(), b"item-7");
+    assert!(server.requests() >= 1);
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 #[test]
 fn serve_of_a_dir_that_is_not_one_exits_with_2() {
     let dir = temp_dir("serve-not-a-dir");
