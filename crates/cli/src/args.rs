@@ -29,7 +29,8 @@ Template rules (those of HttpDataset/FileDataset/ObjectStoreDataset.from_templat
   key {index}.png under s3://bucket/tiles).
 
 Columns (-c NAME=VALUES): a comma-separated list (a,b,c), a range of ints (0..100, end
-excluded), or @FILE with one value per line. Values that are all plain decimal ints are ints.
+excluded; its values are made item by item, never stored), or @FILE with one value per line.
+Values that are all plain decimal ints are ints. All columns have one length.
 
 Output: item i is written to OUT/NAME.part, then renamed to OUT/NAME once all its bytes are
 written. A file with the final name is complete and is skipped when the command runs again;
@@ -67,12 +68,16 @@ Routes (GET; the query is ignored, so ?i=N makes distinct URLs of the same body)
   /status/<code>       that status
   /flaky/<k>/<path>    503 for the first k requests of this exact path, then /<path>
   anything else        404
-With --dir DIR, the files under DIR come first (GET and HEAD at /<path> below DIR): a single
-Range gets 206 with Content-Range, each answer has an ETag (size and modification time), and an
-If-Match with another ETag gets 412 (tar shards for TarDataset).
+With --dir DIR, the regular files inside DIR come first (GET and HEAD at /<path> below DIR,
+percent-decoded), streamed from the file: a single byte range gets 206 with Content-Range (a
+last byte past the end is clamped), a first byte past the end 416, any other Range is ignored
+(200); each answer has an ETag (size and modification time), and an If-Match with another ETag
+gets 412 (tar shards for TarDataset). Nothing outside DIR is served, through links neither, and
+nothing but regular files: a FIFO, a device or a directory gets 403.
 
 Every answer waits --latency-ms after the request's head arrived, timed by a thread of the
-server (never early, about 0.1 ms late), on one thread with connections kept open. It listens on
+server (never early, about 0.1 ms late), with connections kept open; each connection is served
+on its own (up to 1024 at once), so a slow client or file does not hold up the others. It listens on
 127.0.0.1 only. Once listening it prints its base URL (http://127.0.0.1:PORT) and a newline on
 stdout, then serves until stdin reaches its end (the parent closed the pipe or exited; Ctrl-D on
 a terminal), or until killed with --until-killed. On stopping it prints on stderr the requests
@@ -237,7 +242,8 @@ pub struct ServeArgs {
     /// Serve until killed, not until stdin closes.
     #[arg(long)]
     pub until_killed: bool,
-    /// Also serve the files under DIR, each at its path below DIR, with byte ranges and ETags.
+    /// Also serve the regular files inside DIR, each at its path below DIR, with byte ranges and
+    /// ETags.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }

@@ -1,6 +1,7 @@
 //! `dlrs serve`: dlrs-io's loopback HTTP server (`dlrs_io::test_server`, with its latency timed
 //! to about 0.1 ms) in a process of its own, for `benches/http_loaders.py`; `dlrs bench http`
-//! and the tests start the same server in-process.
+//! and the tests start the same server in-process. With `--dir`, it also serves the regular
+//! files inside a directory, streamed, with ranges and ETags (`benches/tar_shards.py`).
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use anyhow::{Context, Result};
 pub use dlrs_io::test_server::{LoopbackServer, bytes_body};
 
 use crate::args::ServeArgs;
+use crate::usage;
 
 /// `dlrs serve`: starts a server, writes its base URL and a newline to `out`, serves until
 /// `stop` reaches its end (or forever with `--until-killed`), then writes what it served to
@@ -21,6 +23,14 @@ pub fn run(
     log: &mut dyn Write,
 ) -> Result<u8> {
     let delay = Duration::from_secs_f64(args.latency_ms / 1e3);
+    if let Some(dir) = &args.dir {
+        let kind = std::fs::metadata(dir).map(|m| m.is_dir());
+        match kind {
+            Ok(true) => {}
+            Ok(false) => return Err(usage(format!("--dir {}: not a directory", dir.display()))),
+            Err(e) => return Err(usage(format!("--dir {}: {e}", dir.display()))),
+        }
+    }
     let server = LoopbackServer::serve_dir(args.port, delay, args.dir.clone())
         .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
     writeln!(out, "{}", server.base_url())?;

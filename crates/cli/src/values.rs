@@ -6,7 +6,9 @@ use std::time::Duration;
 use dlrs_io::Column;
 
 /// `NAME=VALUES`: `a,b,c`, `START..END` (ints, end excluded) or `@FILE` (one value a line).
-/// Values that are all plain decimal ints (no sign but `-`, no leading zero) become ints.
+/// Values that are all plain decimal ints (no sign but `-`, no leading zero) become ints. A
+/// range stays a range ([`Column::Range`]): its values are made item by item, so its length
+/// costs nothing and is compared with the other columns' before anything is made.
 pub fn parse_column(arg: &str) -> Result<(String, Column), String> {
     let (name, spec) = arg
         .split_once('=')
@@ -37,7 +39,7 @@ pub fn parse_column(arg: &str) -> Result<(String, Column), String> {
                 "column '{name}': the range {spec:?} ends before it starts"
             ));
         }
-        return Ok((name.to_owned(), Column::Ints((start..end).collect())));
+        return Ok((name.to_owned(), Column::Range { start, end }));
     } else if spec.is_empty() {
         Vec::new()
     } else {
@@ -161,8 +163,15 @@ mod tests {
             );
         };
         check("x=1,2,-3", "x", Column::Ints(vec![1, 2, -3]));
-        check("x=0..4", "x", Column::Ints(vec![0, 1, 2, 3]));
-        check("x=-2..-1", "x", Column::Ints(vec![-2]));
+        check("x=0..4", "x", Column::Range { start: 0, end: 4 });
+        check("x=-2..-1", "x", Column::Range { start: -2, end: -1 });
+        check("x=3..3", "x", Column::Range { start: 3, end: 3 });
+        let all = Column::Range {
+            start: 0,
+            end: i64::MAX,
+        };
+        assert_eq!(all.len() as u64, i64::MAX as u64);
+        check("x=0..9223372036854775807", "x", all);
         check("s=a.tif,b c", "s", strs(&["a.tif", "b c"]));
         check("s=007,8", "s", strs(&["007", "8"]));
         check("s=+1", "s", strs(&["+1"]));

@@ -36,6 +36,15 @@ pub enum Column {
     UInts(Vec<u64>),
     /// Strings, encoded or checked according to the [`Target`].
     Strs(Vec<String>),
+    /// The integers `start..end` (end excluded; none when `end <= start`), written in decimal.
+    /// Kept as its two ends: the values are made as items are rendered, so a range of any
+    /// length costs nothing.
+    Range {
+        /// The first value.
+        start: i64,
+        /// The value after the last.
+        end: i64,
+    },
 }
 
 impl Column {
@@ -45,6 +54,7 @@ impl Column {
             Column::Ints(values) => values.len(),
             Column::UInts(values) => values.len(),
             Column::Strs(values) => values.len(),
+            Column::Range { start, end } => range_len(*start, *end),
         }
     }
 
@@ -52,6 +62,13 @@ impl Column {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The number of values of `start..end`, saturated at `usize::MAX` (only a narrower `usize`
+/// than 64 bits saturates).
+pub fn range_len(start: i64, end: i64) -> usize {
+    let len = (i128::from(end) - i128::from(start)).max(0);
+    usize::try_from(len).unwrap_or(usize::MAX)
 }
 
 /// What a template makes, which decides how str values are written.
@@ -206,6 +223,11 @@ impl Template {
                         Target::Url => out.extend(utf8_percent_encode(&values[item], COMPONENT)),
                         Target::Path | Target::Key => out.push_str(&values[item]),
                     },
+                    Column::Range { start, .. } => {
+                        // `item` is below the range's length, so the value is in the range.
+                        let value = i128::from(*start) + item as i128;
+                        write!(out, "{value}").expect("writing to a String");
+                    }
                 },
             }
         }
@@ -337,7 +359,7 @@ fn check_components(
                     has_str = true;
                     true
                 }
-                Column::Ints(_) | Column::UInts(_) => false,
+                Column::Ints(_) | Column::UInts(_) | Column::Range { .. } => false,
             },
             Piece::Index => false,
         });
@@ -679,6 +701,48 @@ mod tests {
                 len: 2
             })
         ));
+    }
+
+    #[test]
+    fn ranges_are_made_item_by_item() {
+        check(
+            "k/{n}",
+            vec![("n", Column::Range { start: -2, end: 1 })],
+            None,
+            Target::Key,
+            Ok(&["k/-2", "k/-1", "k/0"]),
+        );
+        assert_eq!(Column::Range { start: 3, end: 3 }.len(), 0);
+        assert_eq!(Column::Range { start: 3, end: -3 }.len(), 0);
+        let whole = Column::Range {
+            start: i64::MIN,
+            end: i64::MAX,
+        };
+        assert_eq!(whole.len() as u64, u64::MAX);
+        let t = Template::new("{n}", cols(vec![("n", whole)]), None, Target::Path).unwrap();
+        assert_eq!(t.render(0).unwrap(), i64::MIN.to_string());
+        assert_eq!(t.render(u64::MAX - 1).unwrap(), (i64::MAX - 1).to_string());
+        // Lengths are compared without making the values.
+        let err = Template::new(
+            "{x}/{y}",
+            cols(vec![
+                (
+                    "x",
+                    Column::Range {
+                        start: 0,
+                        end: i64::MAX,
+                    },
+                ),
+                ("y", Column::Ints(vec![1, 2])),
+            ]),
+            None,
+            Target::Url,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "columns have different lengths: 'x' has 9223372036854775807 values, 'y' has 2"
+        );
     }
 
     #[test]

@@ -76,22 +76,23 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
     }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create the output directory {}", args.out.display()))?;
-    let (pending, skipped) = pending(len, &args.out, name_of)?;
-
     let progress = progress.unwrap_or_else(|| Progress::new(len, "prefetch", "items"));
-    progress.skip(skipped);
+    let mut pending = Pending::new(len, &args.out, name_of, |n| progress.skip(n))?;
+    let first = pending.next();
+
     let mut report = Report {
         total: len,
-        skipped,
         ..Report::default()
     };
-    if !pending.is_empty() {
+    if let Some(first) = first {
         let runtime = Runtime::new(None)?;
         let concurrency = args.concurrency as usize;
         let dataset = Arc::clone(&items.dataset);
         let out = &args.out;
+        // The items are named as the fetches go: nothing is kept per item but what is in flight.
+        let todo = std::iter::once(first).chain(pending.by_ref());
         let outcomes = runtime.block_on(
-            futures::stream::iter(pending)
+            futures::stream::iter(todo)
                 .map(|(index, path)| {
                     let dataset = Arc::clone(&dataset);
                     let out = out.clone();
@@ -125,44 +126,109 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
             }
         }
     }
+    report.skipped = pending.skipped;
+    if let Some(error) = pending.error.take() {
+        progress.finish();
+        return Err(error);
+    }
     progress.finish();
     report.failures.sort_by_key(|f| f.index);
     report.elapsed = start.elapsed();
     Ok(report)
 }
 
-/// The items whose final file is missing under `out` (with their paths), and how many are there.
+/// The items of `0..len` whose final file is missing under `out`, with their paths, found as
+/// they are asked for (a run of any length keeps nothing per item); `on_skip` is told how many
+/// complete ones were passed over before each item given and at the end.
 ///
 /// The files directly in `out` are listed once (one `stat` per item would cost seconds for
-/// millions of items); a name in a subdirectory is looked up on its own.
-pub fn pending(
+/// millions of items); a name in a subdirectory is looked up on its own. The first name that
+/// cannot be made ends the items; it is kept in `error`.
+pub struct Pending<'a, N, S> {
+    listed: HashSet<std::ffi::OsString>,
+    out: &'a Path,
+    name_of: N,
+    on_skip: S,
+    next: u64,
     len: u64,
-    out: &Path,
-    name_of: impl Fn(u64) -> Result<String>,
-) -> Result<(Vec<(u64, PathBuf)>, u64)> {
-    let listed: HashSet<std::ffi::OsString> = std::fs::read_dir(out)
-        .with_context(|| format!("cannot list {}", out.display()))?
-        .filter_map(|entry| entry.ok())
-        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
-        .map(|entry| entry.file_name())
-        .collect();
-    let mut pending = Vec::new();
-    let mut skipped = 0;
-    for index in 0..len {
-        let name = name_of(index)?;
-        let complete = if name.contains(['/', '\\']) {
-            is_complete(out, &name)
-        } else {
-            listed.contains(std::ffi::OsStr::new(&name))
-        };
-        let path = out.join(name);
-        if complete {
-            skipped += 1;
-        } else {
-            pending.push((index, path));
+    /// Complete items passed over so far.
+    pub skipped: u64,
+    /// Complete items not yet told to `on_skip`.
+    untold: u64,
+    /// Why the items ended early.
+    pub error: Option<anyhow::Error>,
+}
+
+impl<'a, N, S> Pending<'a, N, S>
+where
+    N: Fn(u64) -> Result<String>,
+    S: Fn(u64),
+{
+    /// The pending items of `0..len` under `out`, each named by `name_of`.
+    pub fn new(len: u64, out: &'a Path, name_of: N, on_skip: S) -> Result<Self> {
+        let listed = std::fs::read_dir(out)
+            .with_context(|| format!("cannot list {}", out.display()))?
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
+            .map(|entry| entry.file_name())
+            .collect();
+        Ok(Pending {
+            listed,
+            out,
+            name_of,
+            on_skip,
+            next: 0,
+            len,
+            skipped: 0,
+            untold: 0,
+            error: None,
+        })
+    }
+
+    fn tell(&mut self) {
+        if self.untold > 0 {
+            (self.on_skip)(self.untold);
+            self.untold = 0;
         }
     }
-    Ok((pending, skipped))
+}
+
+impl<N, S> Iterator for Pending<'_, N, S>
+where
+    N: Fn(u64) -> Result<String>,
+    S: Fn(u64),
+{
+    type Item = (u64, PathBuf);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.next < self.len {
+            let index = self.next;
+            self.next += 1;
+            let name = match (self.name_of)(index) {
+                Ok(name) => name,
+                Err(e) => {
+                    self.next = self.len;
+                    self.tell();
+                    self.error = Some(e);
+                    return None;
+                }
+            };
+            let complete = if name.contains(['/', '\\']) {
+                is_complete(self.out, &name)
+            } else {
+                self.listed.contains(std::ffi::OsStr::new(&name))
+            };
+            if complete {
+                self.skipped += 1;
+                self.untold += 1;
+            } else {
+                self.tell();
+                return Some((index, self.out.join(name)));
+            }
+        }
+        self.tell();
+        None
+    }
 }
 
 /// Fetches item `index` and writes it to `path` (under `out`) through `path.part`; the number

@@ -131,6 +131,29 @@ fn failures_are_listed_by_index_with_redacted_locations() {
 }
 
 #[test]
+fn range_columns_give_their_values_item_by_item() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let dir = TempDir::new("range");
+    let template = format!("{}/item/{{x}}?y={{y}}", server.base_url());
+    let a = args(&template, &dir.0, "-c x=-1..2 -c y=a,b,c --name {y}_{x}");
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.failures.len()), (3, 0));
+    assert_eq!(read(dir.0.join("a_-1")), "item--1");
+    assert_eq!(read(dir.0.join("b_0")), "item-0");
+    assert_eq!(read(dir.0.join("c_1")), "item-1");
+    // A range near the ends of i64 is made item by item too.
+    let template = format!("{}/item/{{x}}", server.base_url());
+    let a = args(
+        &template,
+        &dir.0.join("far"),
+        "-c x=9223372036854775805..9223372036854775807",
+    );
+    let report = prefetch(&a, quiet()).unwrap();
+    assert_eq!(report.fetched, 2);
+    assert_eq!(read(dir.0.join("far/1")), format!("item-{}", i64::MAX - 1));
+}
+
+#[test]
 fn transient_failures_are_retried() {
     let server = LoopbackServer::start(Duration::ZERO).unwrap();
     let dir = TempDir::new("retry");
@@ -169,6 +192,22 @@ fn files_are_copied_with_a_name_template() {
     );
 }
 
+/// The pending items of `0..len` under `out` named by `name_of`, and the skips told.
+fn pending(
+    len: u64,
+    out: &Path,
+    name_of: impl Fn(u64) -> Result<String>,
+) -> Result<(Vec<(u64, PathBuf)>, u64)> {
+    let told = std::cell::Cell::new(0);
+    let mut items = Pending::new(len, out, name_of, |n| told.set(told.get() + n))?;
+    let todo: Vec<_> = items.by_ref().collect();
+    if let Some(e) = items.error.take() {
+        return Err(e);
+    }
+    assert_eq!(told.get(), items.skipped, "every skip is told");
+    Ok((todo, items.skipped))
+}
+
 #[test]
 fn pending_lists_what_is_missing() {
     let dir = TempDir::new("pending");
@@ -187,6 +226,47 @@ fn pending_lists_what_is_missing() {
     assert_eq!(skipped, 1);
     assert_eq!(todo.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 2]);
     assert!(pending(1, &dir.0.join("missing"), |i| Ok(i.to_string())).is_err());
+    // A name that cannot be made ends the items, with its error kept.
+    let err = pending(4, &dir.0, |i| {
+        if i == 2 {
+            Err(crate::usage("bad name"))
+        } else {
+            Ok(i.to_string())
+        }
+    })
+    .unwrap_err();
+    assert!(err.is::<crate::UsageError>(), "{err}");
+}
+
+/// Items are found as they are fetched: a run of any length keeps nothing per item, and the
+/// first items are fetched before the last ones are even named.
+#[test]
+fn pending_items_are_found_as_they_are_asked_for() {
+    let dir = TempDir::new("lazy");
+    std::fs::write(dir.0.join("1"), "x").unwrap();
+    let named = std::cell::Cell::new(0u64);
+    let told = std::cell::Cell::new(0u64);
+    let mut items = Pending::new(
+        u64::MAX,
+        &dir.0,
+        |i| {
+            named.set(named.get() + 1);
+            Ok(i.to_string())
+        },
+        |n| told.set(told.get() + n),
+    )
+    .unwrap();
+    assert_eq!(items.next().map(|(i, _)| i), Some(0));
+    assert_eq!(items.next().map(|(i, _)| i), Some(2));
+    assert_eq!((named.get(), told.get(), items.skipped), (3, 1, 1));
+    let far: Vec<u64> = items
+        .by_ref()
+        .skip(999_997)
+        .take(1)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(far, [1_000_000]);
+    assert_eq!(named.get(), 1_000_001);
 }
 
 #[test]

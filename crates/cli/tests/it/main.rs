@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use dlrs_cli::server::LoopbackServer;
 
+mod serve_dir;
+
 fn run(args: &[&str]) -> ExitCode {
     dlrs_cli::run(
         std::iter::once("dlrs")
@@ -121,6 +123,113 @@ fn bad_templates_exit_with_2() {
         assert_eq!(run(args), ExitCode::from(2), "{args:?}");
     }
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A range column is never made whole: lengths that differ are a usage error at once, whatever
+/// the range's size (the binary, so a panic or an abort shows as its status).
+#[test]
+fn columns_of_different_lengths_exit_with_2_at_any_size() {
+    let out = temp_dir("lengths");
+    for (x, len) in [
+        ("x=0..9223372036854775807", "9223372036854775807"),
+        (
+            "x=-9223372036854775808..9223372036854775807",
+            "18446744073709551615",
+        ),
+        ("x=0..100000000000", "100000000000"),
+        ("x=0..3", "3"),
+    ] {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+            .args([
+                "prefetch",
+                "http://127.0.0.1:9/{x}/{y}",
+                "-c",
+                x,
+                "-c",
+                "y=1,2",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(run.stderr).unwrap();
+        assert_eq!(run.status.code(), Some(2), "{x}: {stderr}");
+        assert_eq!(
+            stderr,
+            format!("error: columns have different lengths: 'x' has {len} values, 'y' has 2\n"),
+            "{x}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// A range column of 10^11 values: nothing is made per item before the fetches start, so the
+/// first items are written while the last ones are not even named (the run is then killed).
+#[test]
+fn prefetch_of_a_huge_range_starts_at_once() {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let out = temp_dir("huge");
+    let template = format!("{}/item/{{x}}", server.base_url());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+        .args([
+            "prefetch",
+            &template,
+            "-c",
+            "x=7..100000000007",
+            "--concurrency",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first item's file (named by its index, padded to 11 digits); a hang guard only.
+    let first = out.join("00000000000");
+    let guard = std::time::Instant::now() + Duration::from_secs(20);
+    while !first.exists() && std::time::Instant::now() < guard {
+        assert_eq!(child.try_wait().unwrap(), None, "the run ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(std::fs::read(&first).unwrap(), b"item-7");
+    assert!(server.requests() >= 1);
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn serve_of_a_dir_that_is_not_one_exits_with_2() {
+    let dir = temp_dir("serve-not-a-dir");
+    std::fs::write(dir.join("file"), b"x").unwrap();
+    for (given, why) in [
+        (
+            dir.join("missing"),
+            "No such file or directory (os error 2)",
+        ),
+        (dir.join("file"), "not a directory"),
+    ] {
+        let run = std::process::Command::new(env!("CARGO_BIN_EXE_dlrs"))
+            .arg("serve")
+            .arg("--dir")
+            .arg(&given)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(run.status.code(), Some(2), "{given:?}");
+        assert_eq!(
+            String::from_utf8(run.stderr).unwrap(),
+            format!("error: --dir {}: {why}\n", given.display())
+        );
+        assert!(run.stdout.is_empty(), "no URL printed");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

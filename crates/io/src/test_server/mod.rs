@@ -22,8 +22,15 @@
 //! [`LoopbackServer::files`] serves files (GET and HEAD) with single byte ranges (206,
 //! `Content-Range`), an `ETag` and `If-Match` (412 when it differs): files put in memory by
 //! the test ([`LoopbackServer::put_file`]). [`LoopbackServer::serve_dir`] serves the standard
-//! routes and, before them, the files under a directory the same way (`/<path>`, no `..`; the
-//! ETag is made of the size and modification time; only the range asked for is read).
+//! routes and, before them, the regular files under a directory the same way (`/<path>`
+//! percent-decoded, no `..`, nothing outside the directory, links included; the ETag is made
+//! of the size and modification time; the range asked for is streamed in chunks: see `dir`).
+//! A range header that is not one byte range (another unit, several ranges, bad syntax) is
+//! ignored (200); a last byte past the end is clamped (206); only a first byte at or past the
+//! end gets 416.
+//!
+//! Each connection is a task, at most [`MAX_CONNECTIONS`] at once; file reads run on a small
+//! blocking pool, so neither a slow client nor a slow file holds up the others.
 //!
 //! Every answer waits for the latency first, counted from the end of the request's head, timed
 //! by a thread of the server's own (never early, about 0.1 ms late: see `timer`). Bodies of
@@ -46,6 +53,7 @@ use tokio::sync::oneshot;
 
 use dlrs_core::sync::lock;
 
+mod dir;
 mod timer;
 
 use timer::{Timer, TimerQueue};
@@ -55,6 +63,12 @@ const MAX_HEAD: usize = 64 << 10;
 
 /// The largest `/bytes/<n>` answered.
 const MAX_BODY: usize = 256 << 20;
+
+/// The most connections served at once; more wait to be accepted.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// The threads that read files for the connections.
+const FILE_THREADS: usize = 16;
 
 /// The body of `/bytes/<n>`: byte `j` is `(j × 31 + 7) mod 256`.
 pub fn bytes_body(n: usize) -> Vec<u8> {
@@ -125,6 +139,14 @@ enum Answer {
         headers: Vec<(&'static str, String)>,
         body: Bytes,
     },
+    /// Bytes `start..start + length` of an open file, streamed.
+    Stream {
+        status: u16,
+        headers: Vec<(&'static str, String)>,
+        file: std::fs::File,
+        start: u64,
+        length: u64,
+    },
     /// The head of an answer to HEAD: the length the body would have, no body.
     Head {
         status: u16,
@@ -150,7 +172,8 @@ impl Answer {
 enum Routes {
     /// The routes of the module's table.
     Standard {
-        /// A directory whose files are served before the routes.
+        /// A directory whose files are served before the routes (its path with links
+        /// resolved).
         root: Option<std::path::PathBuf>,
         /// Requests seen per `/flaky/...` path.
         flaky: Mutex<HashMap<String, u32>>,
@@ -218,13 +241,17 @@ impl State {
                 bodies,
             } => {
                 let path = target.split(['?', '#']).next().unwrap_or("/");
-                if let Some((file, total, etag)) = disk_file(root.as_deref(), path) {
-                    return (
-                        Duration::ZERO,
-                        file_answer(total, etag, Err(file), method, &headers),
-                    );
-                }
-                (Duration::ZERO, standard(path, flaky, bodies))
+                let found = root.as_deref().map(|root| dir::lookup(root, path));
+                let answer = match found {
+                    Some(dir::Lookup::File { file, len, etag }) => {
+                        file_answer(len, etag, Err(file), method, &headers)
+                    }
+                    Some(dir::Lookup::Refused) => {
+                        Answer::new(403, &b"not a regular file inside the served directory"[..])
+                    }
+                    Some(dir::Lookup::Absent) | None => standard(path, flaky, bodies),
+                };
+                (Duration::ZERO, answer)
             }
             Routes::Scripted {
                 route,
@@ -256,6 +283,11 @@ impl State {
         }
     }
 
+    /// Whether answering may wait on the file system (a served directory).
+    fn reads_files(&self) -> bool {
+        matches!(&self.routes, Routes::Standard { root: Some(_), .. })
+    }
+
     /// [`bytes_body`]`(n)`, shared.
     fn body(bodies: &Mutex<Bytes>, n: usize) -> Bytes {
         let mut longest = lock(bodies);
@@ -267,7 +299,8 @@ impl State {
 }
 
 /// The answer to `method` for a file of `total` bytes and this ETag, whose content is in
-/// memory (`Ok`) or in a file read in the range asked for (`Err`), with these request headers.
+/// memory (`Ok`) or in an open file streamed in the range asked for (`Err`), with these
+/// request headers.
 fn file_answer(
     total: u64,
     etag: String,
@@ -285,22 +318,25 @@ fn file_answer(
     if !etag.is_empty() {
         answer_headers.push(("ETag", etag));
     }
-    let (status, (start, end)) = match headers.get("range").map(|r| byte_range(r, total)) {
-        Some(Some((start, end))) => {
+    let range = headers
+        .get("range")
+        .map_or(Range::Whole, |r| byte_range(r, total));
+    let (status, (start, end)) = match range {
+        Range::Part(start, end) => {
             answer_headers.push((
                 "Content-Range",
                 format!("bytes {start}-{}/{total}", end - 1),
             ));
             (206, (start, end))
         }
-        Some(None) => {
+        Range::Unsatisfiable => {
             return Answer::Full {
                 status: 416,
                 headers: vec![("Content-Range", format!("bytes */{total}"))],
                 body: Bytes::new(),
             };
         }
-        None => (200, (0, total)),
+        Range::Whole => (200, (0, total)),
     };
     if method == "HEAD" {
         return Answer::Head {
@@ -309,69 +345,75 @@ fn file_answer(
             length: end - start,
         };
     }
-    let body = match content {
-        Ok(body) => body.slice(start as usize..end as usize),
-        Err(file) => match read_range(&file, start, end) {
-            Ok(body) => body,
-            Err(_) => return Answer::new(500, &b"cannot read the file"[..]),
+    match content {
+        Ok(body) => Answer::Full {
+            status,
+            headers: answer_headers,
+            body: body.slice(start as usize..end as usize),
         },
+        Err(file) => Answer::Stream {
+            status,
+            headers: answer_headers,
+            file,
+            start,
+            length: end - start,
+        },
+    }
+}
+
+/// What a `Range` header asks of a representation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Range {
+    /// All of it: no range, or one that is ignored (another unit, several ranges, bad syntax).
+    Whole,
+    /// The bytes `start..end` (never empty, `end` at most the size).
+    Part(u64, u64),
+    /// A first byte at or past the end (or any range of an empty one): 416.
+    Unsatisfiable,
+}
+
+/// What a `Range` header `value` asks of `total` bytes (RFC 9110, section 14): one
+/// `bytes=a-b`, `bytes=a-` or `bytes=-n`, a last byte past the end clamped to it. Whatever
+/// else is ignored (serving all of it is allowed), several ranges included.
+fn byte_range(value: &str, total: u64) -> Range {
+    let Some((unit, spec)) = value.split_once('=') else {
+        return Range::Whole;
     };
-    Answer::Full {
-        status,
-        headers: answer_headers,
-        body,
+    if !unit.trim().eq_ignore_ascii_case("bytes") || spec.contains(',') {
+        return Range::Whole;
     }
-}
-
-/// The file at `path` under `root`, its size and ETag (size and modification time).
-fn disk_file(root: Option<&std::path::Path>, path: &str) -> Option<(std::fs::File, u64, String)> {
-    let relative = path.trim_start_matches('/');
-    if relative.split('/').any(|c| c == ".." || c.is_empty()) {
-        return None;
-    }
-    let file = std::fs::File::open(root?.join(relative)).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let modified = meta
-        .modified()
-        .ok()?
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_nanos();
-    let etag = format!("\"{:x}-{modified:x}\"", meta.len());
-    Some((file, meta.len(), etag))
-}
-
-/// The bytes `start..end` of `file`.
-fn read_range(file: &std::fs::File, start: u64, end: u64) -> io::Result<Bytes> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut body = vec![0u8; (end - start) as usize];
-    let mut file = file;
-    file.seek(SeekFrom::Start(start))?;
-    file.read_exact(&mut body)?;
-    Ok(Bytes::from(body))
-}
-
-/// The bytes `start..end` of a `bytes=a-b`, `bytes=a-` or `bytes=-n` range over `total`
-/// bytes; `None` when it is past the end.
-fn byte_range(value: &str, total: u64) -> Option<(u64, u64)> {
-    let spec = value.trim().strip_prefix("bytes=")?;
-    let (first, last) = spec.split_once('-')?;
-    let (start, end) = if first.is_empty() {
-        let n: u64 = last.parse().ok()?;
-        (total.saturating_sub(n), total)
-    } else {
-        let start: u64 = first.parse().ok()?;
-        let end = if last.is_empty() {
-            total
-        } else {
-            last.parse::<u64>().ok()?.saturating_add(1).min(total)
-        };
-        (start, end)
+    let Some((first, last)) = spec.trim().split_once('-') else {
+        return Range::Whole;
     };
-    (start < end).then_some((start, end))
+    // Digits only; a number too large for u64 is past any end.
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u64>().unwrap_or(u64::MAX))
+    };
+    match (number(first), number(last)) {
+        (None, Some(suffix)) if first.is_empty() => {
+            if suffix == 0 || total == 0 {
+                Range::Unsatisfiable
+            } else {
+                Range::Part(total - suffix.min(total), total)
+            }
+        }
+        (Some(start), None) if last.is_empty() => {
+            if start >= total {
+                Range::Unsatisfiable
+            } else {
+                Range::Part(start, total)
+            }
+        }
+        (Some(start), Some(last)) if last >= start => {
+            if start >= total {
+                Range::Unsatisfiable
+            } else {
+                Range::Part(start, last.saturating_add(1).min(total))
+            }
+        }
+        _ => Range::Whole,
+    }
 }
 
 /// The answer of the standard routes to `path` (without its query).
@@ -446,6 +488,7 @@ impl LoopbackServer {
         delay: Duration,
         root: Option<std::path::PathBuf>,
     ) -> io::Result<LoopbackServer> {
+        let root = root.as_deref().map(dir::resolve_root).transpose()?;
         let routes = Routes::Standard {
             root,
             flaky: Mutex::default(),
@@ -499,6 +542,7 @@ impl LoopbackServer {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
+            .max_blocking_threads(FILE_THREADS)
             .build()?;
         let timer = Timer::start()?;
         let state = Arc::new(State {
@@ -520,13 +564,24 @@ impl LoopbackServer {
                         return;
                     };
                     let mut stopped = stopped;
+                    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
                     loop {
+                        // A free slot first: past the limit, connections wait in the backlog.
+                        let slot = std::pin::pin!(Arc::clone(&slots).acquire_owned());
+                        let slot = match select(slot, &mut stopped).await {
+                            Either::Left((Ok(slot), _)) => slot,
+                            Either::Left((Err(_), _)) | Either::Right(_) => return,
+                        };
                         let accept = std::pin::pin!(listener.accept());
                         match select(accept, &mut stopped).await {
                             Either::Left((Ok((stream, _)), _)) => {
                                 let _ = stream.set_nodelay(true);
                                 shared.connections.fetch_add(1, Ordering::Relaxed);
-                                tokio::spawn(serve(stream, Arc::clone(&shared)));
+                                let shared = Arc::clone(&shared);
+                                tokio::spawn(async move {
+                                    let _slot = slot;
+                                    serve(stream, shared).await
+                                });
                             }
                             // A failed accept (out of descriptors): try again shortly.
                             Either::Left((Err(_), _)) => {
@@ -656,7 +711,15 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) -> io::Result<()> {
         if !state.delay.is_zero() {
             state.timer.sleep_until(due).await;
         }
-        let (wait, answer) = state.answer(&method, &target, headers);
+        let (wait, answer) = if state.reads_files() {
+            // Opening and checking a file may wait on the disk: not on the server's thread.
+            let state = Arc::clone(&state);
+            tokio::task::spawn_blocking(move || state.answer(&method, &target, headers))
+                .await
+                .map_err(io::Error::other)?
+        } else {
+            state.answer(&method, &target, headers)
+        };
         if !wait.is_zero() {
             state.timer.sleep_until(Instant::now() + wait).await;
         }
@@ -688,6 +751,25 @@ async fn write(stream: &mut TcpStream, answer: Answer, close: bool) -> io::Resul
             // Head and body in one vectored write, the body not copied.
             let mut answer = Bytes::from(head.into_bytes()).chain(body);
             stream.write_all_buf(&mut answer).await?;
+            Ok(!close)
+        }
+        Answer::Stream {
+            status,
+            headers,
+            file,
+            start,
+            length,
+        } => {
+            let mut head = format!(
+                "HTTP/1.1 {status} {}\r\nContent-Length: {length}\r\nContent-Type: application/octet-stream\r\n{connection}",
+                reason(status),
+            );
+            for (name, value) in headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            stream.write_all(head.as_bytes()).await?;
+            dir::send_range(stream, file, start, length).await?;
             Ok(!close)
         }
         Answer::Head {
@@ -859,6 +941,34 @@ mod tests {
     /// Sends `request` on a new connection and reads the whole answer (head and body).
     fn exchange(server: &LoopbackServer, request: &str) -> String {
         String::from_utf8_lossy(&super::exchange(server.addr, request)).into_owned()
+    }
+
+    #[test]
+    fn byte_ranges_follow_rfc_9110() {
+        use Range::{Part, Unsatisfiable, Whole};
+        for (value, total, range) in [
+            ("bytes=2-4", 10, Part(2, 5)),
+            ("bytes=2-", 10, Part(2, 10)),
+            ("bytes=-3", 10, Part(7, 10)),
+            ("bytes=-30", 10, Part(0, 10)),
+            ("bytes=5-100", 10, Part(5, 10)),
+            ("bytes=9-99999999999999999999", 10, Part(9, 10)),
+            ("Bytes = 1-1", 10, Part(1, 2)),
+            ("bytes=10-", 10, Unsatisfiable),
+            ("bytes=10-11", 10, Unsatisfiable),
+            ("bytes=99999999999999999999-", 10, Unsatisfiable),
+            ("bytes=-0", 10, Unsatisfiable),
+            ("bytes=-1", 0, Unsatisfiable),
+            ("bytes=0-1,3-4", 10, Whole),
+            ("items=0-1", 10, Whole),
+            ("bytes=4-2", 10, Whole),
+            ("bytes=+1-2", 10, Whole),
+            ("bytes=1", 10, Whole),
+            ("bytes", 10, Whole),
+            ("bytes=-", 10, Whole),
+        ] {
+            assert_eq!(byte_range(value, total), range, "{value} of {total}");
+        }
     }
 
     #[test]
