@@ -1,7 +1,7 @@
 //! Repeatable chores of the workspace: `cargo xtask <command>`.
 //!
 //! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, the Rust examples,
-//!   the model checks, ruff
+//!   the model checks, a short run of every fuzz target, ruff
 //!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
 //!   extension), pytest; then the same pytest suite on free-threaded CPython 3.13t and 3.14t.
 //! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
@@ -15,7 +15,8 @@
 //! - `bench [--save] [names]`: the benchmarks (Python harnesses against torch, criterion); with
 //!   `--save`, their JSON in `benches/results/` and the figures of BENCH.md drawn from it.
 //! - `bench plot`: the figures (`docs/bench/*.png`) drawn again from `benches/results/`.
-//! - `fuzz [seconds]`: every decoder's cargo-fuzz target for a bounded time (not in CI).
+//! - `fuzz [seconds]`: every cargo-fuzz target (the decoders, the tar parser) for a bounded time
+//!   from its seed corpus; `ci` runs each for 20 s.
 
 mod tidy;
 
@@ -251,22 +252,74 @@ fn python_ft_command(rest: &[String]) -> Result<()> {
     }
 }
 
-/// Runs every decoder's cargo-fuzz target for a bounded time (default 60 s each); not in CI.
-/// cargo-fuzz needs nightly features: `RUSTC_BOOTSTRAP=1` lets a stable toolchain build them.
+/// Each fuzz target and the directories of `fuzz/seeds` it starts from.
+const FUZZ_SEEDS: &[(&str, &[&str])] = &[
+    ("decode_bmp", &["bmp"]),
+    ("decode_jpeg", &["jpeg"]),
+    ("decode_jpeg_reduced", &["jpeg_reduced"]),
+    ("decode_jpeg_window", &["jpeg_window"]),
+    ("decode_png", &["png"]),
+    ("decode_tiff", &["tiff"]),
+    ("decode_webp", &["webp"]),
+    ("tar_fragment", &["tar_fragment"]),
+    ("tar_header", &["tar", "tar_fragment"]),
+    ("tar_index", &["tar"]),
+];
+
+/// Runs every cargo-fuzz target for a bounded time (default 60 s each) from its seeds, with
+/// libFuzzer's limits: no input over 1 s, at most 2 GiB resident. cargo-fuzz is installed when
+/// missing; it needs nightly features, which `RUSTC_BOOTSTRAP=1` lets a stable toolchain use.
+/// What a run finds is kept in `fuzz/corpus/<target>` (not committed), crashes in
+/// `fuzz/artifacts/<target>`.
 fn fuzz(rest: &[String]) -> Result<()> {
     let seconds = rest.first().map_or("60", String::as_str);
     seconds
         .parse::<u32>()
         .context("usage: cargo xtask fuzz [seconds per target]")?;
-    let targets = std::fs::read_dir(root().join("fuzz/fuzz_targets"))?
+    let dir = root().join("fuzz");
+    let mut targets = std::fs::read_dir(dir.join("fuzz_targets"))?
         .filter_map(|e| e.ok()?.path().file_stem()?.to_str().map(str::to_owned))
         .collect::<Vec<_>>();
-    for target in targets {
-        run(Command::new(env!("CARGO"))
-            .args(["fuzz", "run", &target, "--"])
-            .arg(format!("-max_total_time={seconds}"))
+    targets.sort();
+    let has_cargo_fuzz = Command::new(env!("CARGO"))
+        .args(["fuzz", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_cargo_fuzz {
+        cargo(&["install", "cargo-fuzz", "--locked"])?;
+    }
+    // Its own target directory: the sanitizer's flags would rebuild the workspace's.
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| dir.join("target"), |d| PathBuf::from(d).join("fuzz"));
+    let fuzz_cmd = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.arg("fuzz")
+            .args(args)
+            .arg("--target-dir")
+            .arg(&target_dir)
             .env("RUSTC_BOOTSTRAP", "1")
-            .current_dir(root().join("fuzz")))?;
+            .current_dir(&dir);
+        cmd
+    };
+    run(&mut fuzz_cmd(&["build"]))?;
+    for target in &targets {
+        let Some((_, seeds)) = FUZZ_SEEDS.iter().find(|(t, _)| t == target) else {
+            bail!("fuzz target {target} has no seeds in FUZZ_SEEDS (xtask/src/main.rs)");
+        };
+        let corpus = dir.join("corpus").join(target);
+        std::fs::create_dir_all(&corpus)?;
+        let mut cmd = fuzz_cmd(&["run", target]);
+        cmd.arg(&corpus);
+        for seed in *seeds {
+            cmd.arg(dir.join("seeds").join(seed));
+        }
+        run(cmd.args([
+            "--",
+            &format!("-max_total_time={seconds}"),
+            "-timeout=1",
+            "-rss_limit_mb=2048",
+            "-print_final_stats=1",
+        ]))?;
     }
     Ok(())
 }
@@ -373,6 +426,7 @@ fn main() -> Result<()> {
             cargo(&["test", "--workspace", "--quiet"])?;
             rust_examples()?;
             model()?;
+            fuzz(&["20".to_owned()])?;
             let python = venv()?;
             ruff(&python)?;
             develop(&python, false)?;
