@@ -73,6 +73,7 @@ mod geometry;
 mod image;
 mod resize;
 mod rng;
+pub mod simd;
 mod tensor;
 mod transform;
 pub mod tv;

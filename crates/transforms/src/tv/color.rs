@@ -196,7 +196,7 @@ mod simd {
     use std::arch::x86_64::*;
 
     pub(super) fn available() -> bool {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+        crate::simd::avx2_fma()
     }
 
     /// A byte shuffle from `f(i)` for output byte `i` (`-1`: zero).

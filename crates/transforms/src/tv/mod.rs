@@ -27,8 +27,7 @@ pub fn with_fma<R>(f: impl FnOnce() -> R) -> R {
         unsafe fn fast<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if crate::simd::avx2_fma() {
             // SAFETY: `fast` only enables instructions the CPU was just found to have.
             return unsafe { fast(f) };
         }

@@ -221,7 +221,7 @@ fn clip8(acc: i32, precision: u32) -> u8 {
 /// Each row of an `h × w` image of `C` channels resized across by `ax`.
 fn horizontal<const C: usize>(src: &[u8], h: usize, w: usize, ax: &Axis) -> Vec<u8> {
     #[cfg(target_arch = "x86_64")]
-    if (C == 3 || C == 4) && std::arch::is_x86_feature_detected!("avx2") {
+    if (C == 3 || C == 4) && crate::simd::avx2() {
         // SAFETY: the CPU was just found to have AVX2, all `simd::horizontal` enables.
         return unsafe { simd::horizontal::<C>(src, h, w, ax) };
     }
@@ -262,7 +262,7 @@ fn vertical(src: &[u8], w: usize, c: usize, ax: &Axis) -> Vec<u8> {
         fn avx2(src: &[u8], w: usize, c: usize, ax: &Axis) -> Vec<u8> {
             vertical_pass(src, w, c, ax)
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if crate::simd::avx2() {
             // SAFETY: `avx2` only enables instructions the CPU was just found to have.
             return unsafe { avx2(src, w, c, ax) };
         }

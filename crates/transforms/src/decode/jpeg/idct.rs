@@ -155,7 +155,7 @@ pub(super) type BlockFn = fn(usize, &[i16; 64], &[u16; 64], &mut [u8], usize);
 /// x86-64). The values are the same either way.
 pub(super) fn block_fn() -> BlockFn {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::simd::avx2() {
         return |s, coef, q, out, stride| {
             block_with(s, coef, q, out, stride, |s, coef, q, out, stride| {
                 // SAFETY: the CPU was just found to have AVX2, all these enable.

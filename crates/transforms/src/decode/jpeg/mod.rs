@@ -502,7 +502,7 @@ fn convert_fast(input: ColorModel, ups: &mut [Upsampler<'_>], to: Rows<'_>) {
         fn avx2(input: ColorModel, ups: &mut [Upsampler<'_>], to: Rows<'_>) {
             convert(input, ups, to);
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if crate::simd::avx2() {
             // SAFETY: `avx2` only enables instructions the CPU was just found to have.
             return unsafe { avx2(input, ups, to) };
         }
