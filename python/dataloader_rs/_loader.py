@@ -883,6 +883,10 @@ class PyDataloader(Generic[B]):
                 batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed(), timeout=timeout)
         self._last_iter = (batches.epoch, batches.position)
         self._resume_position = None
+        if "accelerate.state" in sys.modules:
+            from dataloader_rs.accelerate import in_gradient_state
+
+            return in_gradient_state(batches)  # type: ignore[no-any-return]
         return batches
 
     def __getstate__(self) -> dict[str, Any]:
