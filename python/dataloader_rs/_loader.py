@@ -10,7 +10,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from dataloader_rs import _aio, _native
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
@@ -21,6 +21,8 @@ B = TypeVar("B")
 
 _MISSING: Any = object()
 _U64 = 1 << 64
+#: The highest epoch number: the one after it would not fit in 64 bits (it never wraps to 0).
+LAST_EPOCH = _U64 - 2
 
 
 def _type_name(value: object) -> str:
@@ -50,6 +52,24 @@ def _callable_arg(name: str, value: object) -> Callable[..., Any] | None:
 
 def _is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
+
+
+def _check_not_iterable(dataset: object) -> None:
+    """Iterable datasets (streams) are not loaded yet: refused here, not at the first ``next()``."""
+    cls = type(dataset)
+    torch_data = sys.modules.get("torch.utils.data")
+    torch_iterable = getattr(torch_data, "IterableDataset", None)
+    hf = sys.modules.get("datasets")
+    hf_iterable = getattr(hf, "IterableDataset", None)
+    is_iterable = any(isinstance(c, type) and isinstance(dataset, c) for c in (torch_iterable, hf_iterable))
+    if not is_iterable and getattr(cls, "__iter__", None) is not None:
+        # A stream of its own: iterable, but not indexable or without a length.
+        is_iterable = getattr(cls, "__getitem__", None) is None or getattr(cls, "__len__", None) is None
+    if is_iterable:
+        raise TypeError(
+            f"{cls.__name__} is an iterable dataset: PyDataloader loads map-style datasets "
+            "(__len__ and __getitem__) only; iterable datasets (streams) are not supported yet"
+        )
 
 
 def _check_sync_dataset(dataset: object) -> None:
@@ -218,10 +238,11 @@ def _generator_seed(generator: object) -> int:
     return int(initial_seed()) % _U64
 
 
-def _draw_base_seed() -> int:
-    """The base of the per-item seeds when none was given: drawn from torch's global RNG when
-    torch is in use (so ``torch.manual_seed`` / ``seed_everything`` make a run reproducible, as
-    with torch's DataLoader), else from ``random``'s."""
+def _draw_seed() -> int:
+    """A seed for what the user gave none for (the shuffle, the per-item seeds), drawn as torch's
+    ``RandomSampler`` draws its own: from torch's global RNG when torch is in use (so
+    ``torch.manual_seed``, Lightning's ``seed_everything`` and transformers' ``set_seed`` make a
+    run reproducible), else from ``random``'s (``random.seed``)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         try:
@@ -229,6 +250,33 @@ def _draw_base_seed() -> int:
         except Exception:
             pass
     return random.getrandbits(64)
+
+
+#: The keys of ``state_dict()``, in its order; ``base_seed`` came later (older states lack it).
+_STATE_FIELDS = ("version", "epoch", "position", "seed", "batch_size", "drop_last", "rank", "world_size", "base_seed")
+_OPTIONAL_STATE_FIELDS = frozenset({"base_seed"})
+
+
+def _state_int(
+    state: dict[str, Any], key: str, minimum: int, maximum: int | None = _U64 - 1, *, optional: bool = False
+) -> Any:
+    """``state[key]``, an int in ``[minimum, maximum]`` (or None when ``optional``)."""
+    value = state.get(key)
+    name = f"state[{key!r}]"
+    if value is None and optional:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    try:
+        value = operator.index(cast(Any, value))
+    except TypeError:
+        kind = "an int or None" if optional else "an int"
+        raise TypeError(f"{name} must be {kind}, got {value!r} ({_type_name(value)})") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value}")
+    return value
 
 
 def _distributed() -> tuple[int, int] | None:
@@ -321,7 +369,7 @@ class PyDataloader(Generic[B]):
 
     Args:
         dataset: a ``PyDataset`` (or any object with ``__len__`` and ``__getitem__``), a
-            ``PyAsyncDataset``, or a Rust dataset.
+            ``PyAsyncDataset``, or a Rust dataset; not an iterable dataset (``TypeError``).
         batch_size: samples per batch (at least 1).
         shuffle: a new random order every epoch; not with ``sampler``.
         sampler: an iterable of int indices, read whole at the start of each epoch; never
@@ -341,6 +389,9 @@ class PyDataloader(Generic[B]):
         pin_memory_device: the device to pin for.
         in_order: accepted; batches always come in sampler order.
         seed: the seed of ``shuffle=True`` (only with it): the same seed gives the same epochs.
+            Without it (and without ``generator``) one is drawn when the loader is made, as
+            torch's ``RandomSampler`` draws its own: from torch's global generator when torch
+            is imported, else from ``random``'s; a state loaded later may replace it.
         prefetch_depth: batches that may wait beyond the ``num_workers`` in progress (≥ 1; any
             size works: no more than the epoch's batches are held).
         transform: ``f(index, sample) -> sample`` for every item, before ``collate_fn``; a
@@ -388,6 +439,7 @@ class PyDataloader(Generic[B]):
         world_size: int | None = None,
         max_failures: float | None = None,
         _base_seed: int | None = None,
+        _drawn_seed: int | None = None,
     ) -> None:
         self._init_args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         if items_in_parallel is not _MISSING:
@@ -461,6 +513,8 @@ class PyDataloader(Generic[B]):
             raise TypeError(f"{type(dataset).__name__} subclasses both PyDataset and PyAsyncDataset: choose one")
         is_async = isinstance(dataset, PyAsyncDataset)
         is_rust = isinstance(dataset, RUST_DATASETS)
+        if not is_rust:
+            _check_not_iterable(dataset)
         if is_async or is_rust:
             if runtime_threads is not None:
                 runtime_threads = _int_arg("runtime_threads", runtime_threads, -sys.maxsize)
@@ -505,9 +559,17 @@ class PyDataloader(Generic[B]):
         self._sampler = sampler
         self._batch_sampler = batch_sampler
         self._user_seed = seed
+        #: A shuffle seed the loader drew (none given): a state's seed replaces it.
+        self._seed_drawn = shuffle and seed is None
+        if self._seed_drawn:
+            seed = _drawn_seed if _drawn_seed is not None else _draw_seed()
+        #: The seed of a state that replaced the drawn one (``load_state_dict``).
+        self._adopted_seed: int | None = None
         self._dist_seed: int | None = None
         #: (epoch, position) of the latest iterator when made: see ``_unused_epoch``.
         self._last_iter: tuple[int, int] | None = None
+        #: The batch the next epoch starts at, from ``load_state_dict`` until it starts.
+        self._resume_position: int | None = None
 
         spec: _native._Spec = {
             "kind": "rust" if is_rust else "async" if is_async else "python",
@@ -565,7 +627,7 @@ class PyDataloader(Generic[B]):
         elif generator is not None:
             base_seed = _generator_seed(generator)
         else:
-            base_seed = _draw_base_seed()
+            base_seed = _draw_seed()
         self._base_seed = int(base_seed) % _U64
         self._native.set_worker_info(_LoaderInfo(dataset, num_workers), self._base_seed)
         self._setup_run(rank, world_size, max_failures)
@@ -596,11 +658,17 @@ class PyDataloader(Generic[B]):
 
     @property
     def seed(self) -> int | None:
-        """The shuffle's seed (drawn when none was given; in a distributed run without a seed,
-        the one all ranks share), or None without shuffle."""
-        if self._dist_seed is not None:
-            return self._dist_seed
-        return self._native.seed
+        """The shuffle's seed, or None without shuffle: the one given; else the one drawn when
+        the loader was made (from torch's global RNG, or ``random``'s), or a state's that
+        replaced it; in a distributed run without a seed, the one all ranks share."""
+        seed = self._epoch_seed()
+        return self._native.seed if seed is None else seed
+
+    def _epoch_seed(self) -> int | None:
+        """The seed the next epochs shuffle with when it is not the native loader's own."""
+        if self._adopted_seed is not None:
+            return self._adopted_seed
+        return self._dist_seed
 
     def _setup_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
         """Explicit sharding (the rest is found when an epoch starts) and skipping."""
@@ -660,7 +728,7 @@ class PyDataloader(Generic[B]):
         the number, as with ``DistributedSampler.set_epoch``. Called while the epoch just
         started has handed out nothing and is numbered ``epoch`` already, it changes nothing:
         trainers (Lightning) make the iterator first and name its epoch after."""
-        epoch = _int_arg("epoch", epoch, 0)
+        epoch = _int_arg("epoch", epoch, 0, LAST_EPOCH)
         if self._unused_epoch() == epoch:
             return
         self._last_iter = None
@@ -681,6 +749,8 @@ class PyDataloader(Generic[B]):
         """Where the run stands, as a plain JSON-serialisable dict: the epoch and the batches of
         it already received. Batches prefetched but not received count as not received."""
         epoch, position = self._native.resume_point()
+        if self._resume_position is not None:  # loaded, not started yet
+            epoch, position = self._native.epoch, self._resume_position
         return {
             "version": 1,
             "epoch": epoch,
@@ -696,21 +766,64 @@ class PyDataloader(Generic[B]):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Makes the next ``iter(loader)`` continue where ``state`` was taken: the batches not
-        yet received, in the same order with the same contents, then the following epochs."""
+        yet received, in the same order with the same contents, then the following epochs.
+
+        Every field is checked against this loader (``TypeError`` for a wrong type,
+        ``ValueError`` for a value out of range or that differs, each naming the field) before
+        anything changes. A shuffle seed this loader drew itself gives way to the state's: only
+        a seed given to both (``seed=``, ``generator=``) must be the same."""
         if not isinstance(state, dict):
             raise TypeError(f"state must be a dict from state_dict(), got {_type_name(state)}")
-        if state.get("version") != 1:
-            raise ValueError(f"unknown state version {state.get('version')!r}")
+        for key in state:
+            if key not in _STATE_FIELDS:
+                raise ValueError(f"state has an unknown key {key!r} (a state_dict() has {', '.join(_STATE_FIELDS)})")
+        for key in _STATE_FIELDS:
+            if key not in state and key not in _OPTIONAL_STATE_FIELDS:
+                raise ValueError(f"state lacks the key {key!r} (a state_dict() has {', '.join(_STATE_FIELDS)})")
+        version = _state_int(state, "version", 0)
+        if version != 1:
+            raise ValueError(f"unknown state version: state['version'] is {version}, this loader reads 1")
+        epoch = _state_int(state, "epoch", 0, LAST_EPOCH)
+        position = _state_int(state, "position", 0)
+        seed = _state_int(state, "seed", 0, optional=True)
+        batch_size = _state_int(state, "batch_size", 1, None, optional=True)
+        drop_last = state["drop_last"]
+        if not isinstance(drop_last, bool):
+            raise TypeError(f"state['drop_last'] must be a bool, got {drop_last!r} ({_type_name(drop_last)})")
+        rank = _state_int(state, "rank", 0, optional=True)
+        world_size = _state_int(state, "world_size", 1, optional=True)
+        base_seed = _state_int(state, "base_seed", 0, optional=True)  # absent from early states
+
         self._apply_shard()
-        for key in ("seed", "batch_size", "drop_last", "rank", "world_size"):
-            if state.get(key) != getattr(self, key):
-                raise ValueError(
-                    f"the state was taken with {key}={state.get(key)!r}, this loader has {getattr(self, key)!r}"
-                )
-        base_seed = state.get("base_seed")  # absent from the states of earlier versions
-        if base_seed is not None:
-            base_seed = _int_arg("base_seed", base_seed, 0, _U64 - 1)
-        self._native.resume(_int_arg("epoch", state["epoch"], 0), _int_arg("position", state["position"], 0))
+        taken = {"batch_size": batch_size, "drop_last": drop_last, "rank": rank, "world_size": world_size}
+        for key, value in taken.items():
+            if value != getattr(self, key):
+                raise ValueError(f"the state was taken with {key}={value!r}, this loader has {getattr(self, key)!r}")
+        adopt = None
+        if seed != self.seed:
+            # A seed this loader drew (or the default of a distributed run) is not the user's.
+            if not self.shuffle or seed is None or self._user_seed is not None:
+                raise ValueError(f"the state was taken with seed={seed!r}, this loader has {self.seed!r}")
+            adopt = seed
+        try:
+            num_batches: int | None = len(self)
+        except TypeError:  # a sampler or batch sampler without a length
+            num_batches = None
+        if num_batches is not None and position > num_batches:
+            raise ValueError(
+                f"state['position'] is {position}, past the end of the epoch: this loader's epochs "
+                f"have {num_batches} batches"
+            )
+        if position == num_batches and position > 0:
+            # Taken after the last batch: the next epoch starts, as state_dict() would say.
+            if epoch == LAST_EPOCH:
+                raise ValueError(f"state['epoch'] is {epoch}, handed out whole: no epoch number is left after it")
+            epoch, position = epoch + 1, 0
+
+        self._native.resume(epoch, position)
+        self._resume_position = position
+        if adopt is not None:
+            self._adopted_seed = adopt
         if base_seed is not None:
             self._base_seed = base_seed
             self._native.set_base_seed(base_seed)
@@ -742,7 +855,7 @@ class PyDataloader(Generic[B]):
     def _epoch_order(self, epoch: int) -> list[int]:
         """The indices epoch ``epoch`` loads (this rank's share), without loading them."""
         self._apply_shard()
-        return self._native.order_of(epoch, self._dataset_len(), seed=self._dist_seed)
+        return self._native.order_of(epoch, self._dataset_len(), seed=self._epoch_seed())
 
     def __len__(self) -> int:
         """The number of batches per epoch (``len(sampler)`` items when there is a sampler)."""
@@ -758,6 +871,8 @@ class PyDataloader(Generic[B]):
         unused = self._unused_epoch()
         if unused is not None:
             self._native.set_epoch(unused)
+        if self._native.epoch > LAST_EPOCH:
+            raise RuntimeError(f"epoch {LAST_EPOCH} was the last an epoch number can count to: set_epoch(n) to go on")
         if self._batch_sampler is not None:
             batches = self._native.epoch_from(batch_sampler=self._batch_sampler, timeout=timeout)
         else:
@@ -765,17 +880,25 @@ class PyDataloader(Generic[B]):
             if self._sampler is not None:
                 batches = self._native.epoch_from(sampler=self._sampler, timeout=timeout)
             else:
-                batches = self._native.epoch_over(self._dataset_len(), seed=self._dist_seed, timeout=timeout)
+                batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed(), timeout=timeout)
         self._last_iter = (batches.epoch, batches.position)
+        self._resume_position = None
+        if "accelerate.state" in sys.modules:
+            from dataloader_rs.accelerate import in_gradient_state
+
+            return in_gradient_state(batches)  # type: ignore[no-any-return]
         return batches
 
     def __getstate__(self) -> dict[str, Any]:
         """A loader pickles as its configuration, dataset and place in the run; threads are
         made again where it is unpickled (``ddp_spawn`` sends loaders to its processes so)."""
         args = {k: v for k, v in self._init_args.items() if v is not _MISSING}
-        # What a generator gave (or the drawn seeds) travels as plain seeds.
+        # What a generator gave (or the drawn seeds) travels as plain seeds; a drawn seed stays
+        # one the loader drew (a state may replace it).
         args["generator"] = None
-        if self.shuffle:
+        if self._seed_drawn:
+            args["_drawn_seed"] = self._adopted_seed if self._adopted_seed is not None else self._native.seed
+        elif self.shuffle:
             args["seed"] = self._native.seed
         args["_base_seed"] = self._base_seed
         return {"args": args, "epoch": self._native.epoch}

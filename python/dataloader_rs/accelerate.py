@@ -1,11 +1,13 @@
 """Hugging Face Accelerate with a ``PyDataloader``.
 
 ``Accelerator.prepare`` only wraps torch's own ``DataLoader`` and hands any other iterable back
-unchanged, so with ``gradient_accumulation_steps`` it never learns where an epoch ends and keeps
-accumulating across epochs. ``prepare(accelerator, loader)`` gives Accelerate what its own
-wrapper would: the end of each epoch (gradients sync on the last batch), batches moved to
-``accelerator.device``, and ``skip_first_batches`` for resuming mid-epoch. The loader keeps its
-threads and finds its rank from ``torch.distributed`` itself, so nothing is sharded twice.
+unchanged. A ``PyDataloader`` needs nothing more: once an ``Accelerator`` exists, each epoch's
+iterator tells Accelerate's gradient state where the epoch ends, as Accelerate's own loaders
+do, so ``accelerator.accumulate`` syncs on the last batch of every epoch exactly as with a
+prepared torch ``DataLoader``. The loader keeps its threads and finds its rank from
+``torch.distributed`` itself, so nothing is sharded twice.
+
+``prepare(accelerator, loader)`` also moves each batch to ``accelerator.device``:
 
     from dataloader_rs.accelerate import prepare
 
@@ -16,17 +18,110 @@ threads and finds its rank from ``torch.distributed`` itself, so nothing is shar
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 from dataloader_rs._loader import PyDataloader
 
-__all__ = ["PreparedLoader", "prepare"]
+__all__ = ["EpochInGradientState", "PreparedLoader", "prepare"]
+
+
+def gradient_state() -> Any:
+    """Accelerate's ``GradientState`` once an ``Accelerator`` made it, else None (nothing is
+    imported or created here: the state is shared by every ``Accelerator`` of the process)."""
+    state = sys.modules.get("accelerate.state")
+    cls = getattr(state, "GradientState", None)
+    if cls is None or not getattr(cls, "_shared_state", None):
+        return None
+    return cls()
+
+
+class _Marker:
+    """What the gradient state holds while an epoch runs: the two values it reads of a loader.
+    Not the iterator itself, so that an abandoned epoch is freed (and taken off) as usual."""
+
+    __slots__ = ("__weakref__", "end_of_dataloader", "remainder")  # Accelerate keeps weak references
+
+    def __init__(self) -> None:
+        self.end_of_dataloader = False
+        # No batch is padded, so ``gather_for_metrics`` has nothing to drop.
+        self.remainder = -1
+
+
+class EpochInGradientState:
+    """An epoch's iterator that tells Accelerate's gradient state where the epoch ends: it is
+    the state's active loader from its first batch to its end, and ``end_of_dataloader`` is
+    true from the moment the last batch is handed out (as in Accelerate's ``DataLoaderShard``)."""
+
+    __slots__ = ("_batches", "_marker", "_registered", "_state")
+
+    def __init__(self, batches: Any, state: Any) -> None:
+        self._batches = batches
+        self._state = state
+        self._marker = _Marker()
+        self._registered = False
+
+    def __iter__(self) -> EpochInGradientState:
+        return self
+
+    def __next__(self) -> Any:
+        if not self._registered:
+            if self._marker.end_of_dataloader:
+                raise StopIteration
+            self._state._add_dataloader(self._marker)
+            self._registered = True
+        try:
+            batch = next(self._batches)
+        except StopIteration:
+            self._marker.end_of_dataloader = True
+            self._leave()
+            raise
+        if len(self._batches) == 0:
+            self._marker.end_of_dataloader = True
+        return batch
+
+    @property
+    def end_of_dataloader(self) -> bool:
+        return self._marker.end_of_dataloader
+
+    @property
+    def remainder(self) -> int:
+        return self._marker.remainder
+
+    @property
+    def epoch(self) -> int:
+        return int(self._batches.epoch)
+
+    @property
+    def position(self) -> int:
+        return int(self._batches.position)
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def _leave(self) -> None:
+        if self._registered:
+            self._registered = False
+            # Older Accelerates remove with list.remove: the state may have been reset meanwhile.
+            with contextlib.suppress(ValueError):
+                self._state._remove_dataloader(self._marker)
+
+    def __del__(self) -> None:
+        self._leave()
+
+
+def in_gradient_state(batches: Any) -> Any:
+    """``batches`` (an epoch's iterator) made known to Accelerate's gradient state when an
+    ``Accelerator`` exists; ``batches`` itself otherwise."""
+    state = gradient_state()
+    return batches if state is None else EpochInGradientState(batches, state)
 
 
 class PreparedLoader:
-    """A ``PyDataloader`` as Accelerate's ``DataLoaderShard`` presents one: iterating it tells
-    the accelerator's gradient state when the last batch of the epoch is handed out."""
+    """A ``PyDataloader`` as Accelerate's ``DataLoaderShard`` presents one: batches moved to
+    the accelerator's device, and the end of each epoch told to its gradient state."""
 
     def __init__(self, accelerator: Any, loader: PyDataloader[Any], device_placement: bool = True) -> None:
         if not isinstance(loader, PyDataloader):
@@ -35,10 +130,16 @@ class PreparedLoader:
         self.loader = loader
         self.device_placement = device_placement
         self.gradient_state = accelerator.gradient_state
-        self.end_of_dataloader = False
-        # No padding is added to the last batch, so there is nothing to drop in gather_for_metrics.
-        self.remainder = -1
+        self._epoch: EpochInGradientState | None = None
         self._skip = 0
+
+    @property
+    def end_of_dataloader(self) -> bool:
+        return self._epoch is not None and self._epoch.end_of_dataloader
+
+    @property
+    def remainder(self) -> int:
+        return -1
 
     @property
     def device(self) -> Any:
@@ -72,21 +173,15 @@ class PreparedLoader:
     def __iter__(self) -> Iterator[Any]:
         from accelerate.utils import send_to_device  # type: ignore[import-untyped]
 
-        self.end_of_dataloader = False
-        self.gradient_state._add_dataloader(self)
+        epoch = iter(self.loader)
+        if not isinstance(epoch, EpochInGradientState):
+            epoch = EpochInGradientState(epoch, self.gradient_state)
+        self._epoch = epoch
         try:
-            batches = iter(self.loader)
-            try:
-                current = next(batches)
-            except StopIteration:
-                return
-            for following in batches:
-                yield send_to_device(current, self.device) if self.device_placement else current
-                current = following
-            self.end_of_dataloader = True
-            yield send_to_device(current, self.device) if self.device_placement else current
+            for batch in epoch:
+                yield send_to_device(batch, self.device) if self.device_placement else batch
         finally:
-            self.gradient_state._remove_dataloader(self)
+            epoch._leave()
             self._skip = 0
 
 
