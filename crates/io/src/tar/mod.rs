@@ -713,16 +713,11 @@ impl Dataset for TarDataset {
             .ok()?;
         let (start, end) = (ranges.pieces.first()?.0, ranges.pieces.last()?.1);
         let v = &shard.version;
-        // The whole URL: shards that differ by their query are different shards. The cache
-        // keeps only hashes of this key.
-        #[allow(unreachable_patterns)]
-        let location = match &shard.place {
-            #[cfg(feature = "http")]
-            Place::Http(url) => url.as_str(),
-            _ => shard.key.as_str(),
-        };
+        // The shard's key names its whole location through a hash (shards that differ by
+        // their query differ), and holds no query in clear.
         Some(format!(
-            "tar\0{location}\0{}\0{}\0{}\0{start}\0{end}",
+            "tar\0{}\0{}\0{}\0{}\0{start}\0{end}",
+            shard.key,
             v.size,
             v.etag.as_deref().unwrap_or(""),
             v.modified.as_deref().unwrap_or("")
