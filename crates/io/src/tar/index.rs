@@ -258,7 +258,7 @@ pub(crate) mod tests {
         f: impl FnOnce() -> T + Send + 'static,
     ) -> T {
         use std::os::unix::fs::OpenOptionsExt;
-        use std::sync::mpsc::RecvTimeoutError as Recv;
+        use std::sync::mpsc::RecvTimeoutError;
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
             let _ = tx.send(f());
@@ -268,8 +268,10 @@ pub(crate) mod tests {
                 thread.join().unwrap();
                 value
             }
-            Err(Recv::Disconnected) => std::panic::resume_unwind(thread.join().unwrap_err()),
-            Err(Recv::Timeout) => {
+            Err(RecvTimeoutError::Disconnected) => {
+                std::panic::resume_unwind(thread.join().unwrap_err())
+            }
+            Err(RecvTimeoutError::Timeout) => {
                 let _ = fs::OpenOptions::new()
                     .write(true)
                     .custom_flags(libc::O_NONBLOCK)
