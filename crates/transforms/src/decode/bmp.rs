@@ -318,7 +318,8 @@ impl Field {
         }
         let shift = mask.trailing_zeros();
         let max = mask >> shift;
-        if max & (max + 1) != 0 || max.count_ones() > 8 {
+        // Wider than 8 bits first: a full mask's `max + 1` would not fit.
+        if max.count_ones() > 8 || max & (max + 1) != 0 {
             return Err(Error::unsupported(
                 Format::Bmp,
                 format!("bit field mask {mask:#x}"),
@@ -406,6 +407,13 @@ mod tests {
             unreachable!()
         };
         (h, w, c, v)
+    }
+
+    #[test]
+    fn a_full_bit_field_mask_is_refused_not_overflowed() {
+        // Found by the decode_bmp fuzz target: `max + 1` overflowed for 0xffff_ffff.
+        assert!(Field::new(u32::MAX).is_err());
+        assert!(Field::new(0xff00).is_ok());
     }
 
     #[test]
