@@ -10,7 +10,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from dataloader_rs import _aio, _native
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
@@ -262,21 +262,12 @@ def _state_int(
 ) -> Any:
     """``state[key]``, an int in ``[minimum, maximum]`` (or None when ``optional``)."""
     value = state.get(key)
-    name = f"state[{key!r}]"
     if value is None and optional:
         return None
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    try:
-        value = operator.index(cast(Any, value))
-    except TypeError:
-        kind = "an int or None" if optional else "an int"
-        raise TypeError(f"{name} must be {kind}, got {value!r} ({_type_name(value)})") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be at most {maximum}, got {value}")
-    return value
+    name = f"state[{key!r}]"
+    if optional and not isinstance(value, (bool, int)) and not hasattr(type(value), "__index__"):
+        raise TypeError(f"{name} must be an int or None, got {value!r} ({_type_name(value)})")
+    return _int_arg(name, value, minimum, maximum)
 
 
 def _distributed() -> tuple[int, int] | None:

@@ -23,9 +23,8 @@
 //! created new, never opened through what is already there.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,6 +37,7 @@ use dlrs_core::sync::lock;
 
 use crate::dataset::{DEFAULT_MAX_BYTES, Dataset};
 use crate::error::Error;
+use crate::no_follow;
 use crate::stats::IoStats;
 
 /// The entry format's version, the name of the directory the entries are in.
@@ -372,26 +372,13 @@ impl Cache {
     /// A new temporary file in `temps`, created where nothing is: never through a link or
     /// into a file planted under its name.
     fn create_temp(&self, temps: &Path, rank: u64) -> io::Result<(PathBuf, File)> {
-        let mut tries = 0;
-        loop {
-            let temp = temps.join(format!(
+        no_follow::create_new(TEMP_TRIES, |_| {
+            temps.join(format!(
                 "{rank:016x}.{}.{}",
                 std::process::id(),
                 self.temp_names.fetch_add(1, Ordering::Relaxed)
-            ));
-            let created = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&temp);
-            match created {
-                Ok(file) => return Ok((temp, file)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries + 1 < TEMP_TRIES => {
-                    tries += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+            ))
+        })
     }
 
     fn stop_writing(&self, error: &io::Error) {
@@ -516,11 +503,7 @@ enum Entry {
 /// Reads the entry at `path`, of at most `budget` bytes: never through a link, never blocking
 /// (on a FIFO), never further than the length its header records.
 fn read_entry(path: &Path, key: CacheKey, budget: u64) -> Entry {
-    let opened = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let mut file = match opened {
+    let mut file = match no_follow::open(path) {
         Ok(file) => file,
         // A link (ELOOP), a socket (ENXIO): not an entry.
         Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENXIO)) => {

@@ -184,7 +184,7 @@ impl Capped {
                 .expected
                 .unwrap_or(len.saturating_mul(2))
                 .min(self.limit)
-                .min(len.max(FIRST_RESERVE))
+                .min(FIRST_RESERVE)
                 .max(len);
             let mut gathered = BytesMut::with_capacity(usize::try_from(capacity).unwrap_or(0));
             gathered.extend_from_slice(&first);

@@ -44,6 +44,7 @@ mod error;
 mod file;
 #[cfg(feature = "http")]
 mod http;
+mod no_follow;
 #[cfg(feature = "object-store")]
 mod object;
 pub mod pipeline;

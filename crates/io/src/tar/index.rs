@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::parse::Member;
 use crate::cache::stable_hash;
+use crate::no_follow;
 
 /// The file's first bytes; the format's version is the last digit.
 const MAGIC: &[u8; 8] = b"DLRSTIX1";
@@ -77,21 +78,10 @@ pub(crate) fn load(dir: &Path, location: &str) -> Option<(Version, Vec<Member>)>
     decode(&data, location)
 }
 
-/// Options that never follow a symbolic link at the last component of the path and never
-/// wait on opening (a FIFO without a writer).
-fn no_follow(options: &mut fs::OpenOptions) -> &mut fs::OpenOptions {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    }
-    options
-}
-
 /// The bytes of the regular file at `path`; anything else (a link, a FIFO, a device) is an
 /// error, told by the open file's own metadata.
 fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    let file = no_follow(fs::OpenOptions::new().read(true)).open(path)?;
+    let file = no_follow::open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() > MAX_INDEX_FILE {
         return Err(io::Error::other("not a regular index file"));
@@ -119,22 +109,14 @@ pub(crate) fn save(dir: &Path, location: &str, version: &Version, members: &[Mem
         return;
     }
     let encoded = encode(location, version, members);
-    for attempt in 0..TEMP_NAMES {
-        let temp = temp_path(&target, attempt);
-        let mut options = fs::OpenOptions::new();
-        match no_follow(options.write(true).create_new(true)).open(&temp) {
-            Ok(mut file) => {
-                let written = file
-                    .write_all(&encoded)
-                    .and_then(|()| fs::rename(&temp, &target));
-                if written.is_err() {
-                    let _ = fs::remove_file(&temp);
-                }
-                return;
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(_) => return,
-        }
+    let Ok((temp, mut file)) = no_follow::create_new(TEMP_NAMES, |n| temp_path(&target, n)) else {
+        return;
+    };
+    let written = file
+        .write_all(&encoded)
+        .and_then(|()| fs::rename(&temp, &target));
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
     }
 }
 

@@ -72,22 +72,6 @@ fn segment_name(decoded: Vec<u8>) -> Option<std::ffi::OsString> {
     String::from_utf8(decoded).ok().map(Into::into)
 }
 
-/// Opens `path` for reading without following a link at its end and without waiting (a FIFO
-/// opens at once, with no writer).
-#[cfg(unix)]
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn open_no_follow(path: &Path) -> io::Result<File> {
-    File::open(path)
-}
-
 /// Reads into `buf` from `offset` of `file` (no shared position).
 fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     #[cfg(unix)]
@@ -118,7 +102,7 @@ pub(super) fn lookup(root: &Path, path: &str) -> Lookup {
     }
     // No link is followed now (one swapped in since fails), and a FIFO does not wait for a
     // writer.
-    let Ok(file) = open_no_follow(&resolved) else {
+    let Ok(file) = crate::no_follow::open(&resolved) else {
         return Lookup::Refused;
     };
     let Ok(meta) = file.metadata() else {
