@@ -210,3 +210,20 @@ def test_trivial_augment_wide_arguments():
     # The fill is checked against the image whatever the operation drawn.
     with pytest.raises(ValueError, match="fill has 3 values for an image of 1 channels"):
         t(np.zeros((4, 4, 1), np.uint8), seed=0)
+
+
+@pytest.mark.parametrize(("ratio", "box"), [((50, 60), (4, 0, 1, 10)), ((1 / 60, 1 / 50), (0, 4, 10, 1))])
+def test_random_resized_crop_never_crops_nothing(ratio, box):
+    # Ten misses, then the centred fallback, whose short side rounds to 0 for such a ratio:
+    # one row (or column) of the image is kept and resized, never an empty crop of zeros.
+    np = pytest.importorskip("numpy")
+    a = (np.arange(100, dtype=np.uint8).reshape(10, 10, 1) + 100).repeat(3, axis=2)
+    t = T.RandomResizedCrop(8, ratio=ratio)
+    for seed in range(5):
+        out = np.asarray(t(a, seed=seed))
+        assert out.shape == (8, 8, 3)
+        top, left, height, width = box
+        assert t.params(height=10, width=10, seed=seed) == {"top": top, "left": left, "height": height, "width": width}
+        crop = a[top : top + height, left : left + width]
+        assert out.min() >= crop.min(), (out, crop)
+        assert out.max() <= crop.max(), (out, crop)

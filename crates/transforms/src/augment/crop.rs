@@ -40,7 +40,8 @@ impl CropBox {
 ///
 /// Up to ten tries draw an area fraction uniform in `scale` and a ratio log-uniform in
 /// `ratio`; the first crop that fits is placed uniformly; after ten misses, the centred crop of
-/// the whole image clamped to `ratio`.
+/// the whole image clamped to `ratio`, never less than one row and one column (where torchvision
+/// would crop nothing and fail).
 #[derive(Debug, Clone)]
 pub struct RandomResizedCrop {
     size: Size,
@@ -100,10 +101,10 @@ impl RandomResizedCrop {
         let ratio = self.rectangles.ratio;
         let (h, w) = if in_ratio < ratio.0 {
             let h = (width as f64 / ratio.0).round_ties_even() as usize;
-            (h.min(height), width)
+            (h.clamp(1, height), width)
         } else if in_ratio > ratio.1 {
             let w = (height as f64 * ratio.1).round_ties_even() as usize;
-            (height, w.min(width))
+            (height, w.clamp(1, width))
         } else {
             (height, width)
         };
@@ -418,6 +419,23 @@ mod tests {
         assert_eq!((b.top, b.left, b.height, b.width), (10, 0, 10, 10));
         let whole = rrc((2.0, 3.0), (0.5, 4.0)).draw(&mut Key::new(0, 0, 0).rng(), 10, 30);
         assert_eq!((whole.height, whole.width), (10, 30));
+    }
+
+    #[test]
+    fn the_fallback_never_crops_nothing() {
+        // A ratio far from the image's rounds the fallback's short side to 0: one row or
+        // column is kept instead of an empty crop.
+        let wide = rrc((0.08, 1.0), (50.0, 60.0)).draw(&mut Key::new(0, 0, 0).rng(), 10, 10);
+        assert_eq!(
+            (wide.top, wide.left, wide.height, wide.width),
+            (4, 0, 1, 10)
+        );
+        let tall =
+            rrc((0.08, 1.0), (1.0 / 60.0, 1.0 / 50.0)).draw(&mut Key::new(0, 0, 0).rng(), 10, 10);
+        assert_eq!(
+            (tall.top, tall.left, tall.height, tall.width),
+            (0, 4, 10, 1)
+        );
     }
 
     #[test]
