@@ -1,12 +1,14 @@
 """The random transforms against ``torchvision.transforms.v2.functional`` on uint8 tensors: the
 parameters an op reports (``op.params(height=, width=, seed=)``) given to torchvision's kernel
-give the image the op made with that seed, bit for bit."""
+give the image the op made with that seed: bit for bit where torch computes in integers (crops,
+pads, flips, erasing, posterize, solarize, equalize), within ``assert_near_torch``'s bound where
+it computes in float32, whose rounding depends on the kernels torch picks for the CPU."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from parity import assert_matches, content
+from parity import assert_matches, assert_near_torch, content, torch_kernels
 
 from dataloader_rs import transforms as T
 
@@ -57,7 +59,7 @@ def test_random_resized_crop_is_resized_crop(interpolation, antialias, shape, si
         p = t.params(height=shape[0], width=shape[1], seed=seed)
         assert set(p) == {"top", "left", "height", "width"}
         theirs = F.resized_crop(chw(a), **p, size=out_hw, interpolation=mode, antialias=antialias)
-        assert_matches(t(a, seed=seed), hwc(theirs))
+        assert_near_torch(t(a, seed=seed), hwc(theirs))
 
 
 def test_random_resized_crop_takes_torchvision_interpolation_modes():
@@ -65,7 +67,7 @@ def test_random_resized_crop_takes_torchvision_interpolation_modes():
     ours = T.RandomResizedCrop(16, interpolation=InterpolationMode.BICUBIC)
     p = ours.params(height=40, width=60, seed=3)
     theirs = F.resized_crop(chw(a), **p, size=[16, 16], interpolation=InterpolationMode.BICUBIC)
-    assert_matches(ours(a, seed=3), hwc(theirs))
+    assert_near_torch(ours(a, seed=3), hwc(theirs))
 
 
 # ----- RandomCrop: the padding, then the crop -----
@@ -233,33 +235,33 @@ def jitter(**ranges) -> T.ColorJitter:
 @pytest.mark.parametrize("factor", [0.0, 0.37, 1.0, 1.9, 4.2])
 def test_brightness_on_every_value(factor):
     a = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
-    assert_matches(jitter(brightness=factor)(a, seed=0), hwc(F.adjust_brightness(chw(a), factor)))
+    assert_near_torch(jitter(brightness=factor)(a, seed=0), hwc(F.adjust_brightness(chw(a), factor)))
 
 
 def test_saturation_on_every_colour(colours):
-    assert_matches(jitter(saturation=0.37)(colours, seed=0), hwc(F.adjust_saturation(chw(colours), 0.37)))
+    assert_near_torch(jitter(saturation=0.37)(colours, seed=0), hwc(F.adjust_saturation(chw(colours), 0.37)))
 
 
 @pytest.mark.parametrize("factor", [0.0, 1.0, 1.9])
 def test_saturation(factor):
     a = image((256, 256, 3), 6)
-    assert_matches(jitter(saturation=factor)(a, seed=0), hwc(F.adjust_saturation(chw(a), factor)))
+    assert_near_torch(jitter(saturation=factor)(a, seed=0), hwc(F.adjust_saturation(chw(a), factor)))
 
 
 def test_hue_on_every_colour(colours):
-    assert_matches(jitter(hue=-0.37)(colours, seed=0), hwc(F.adjust_hue(chw(colours), -0.37)))
+    assert_near_torch(jitter(hue=-0.37)(colours, seed=0), hwc(F.adjust_hue(chw(colours), -0.37)))
 
 
 @pytest.mark.parametrize("factor", [-0.5, -0.1, 0.0001, 0.25, 0.5])
 def test_hue(factor):
     a = image((256, 256, 3), 5)
-    assert_matches(jitter(hue=factor)(a, seed=0), hwc(F.adjust_hue(chw(a), factor)))
+    assert_near_torch(jitter(hue=factor)(a, seed=0), hwc(F.adjust_hue(chw(a), factor)))
 
 
 def test_grayscale_on_every_colour(colours):
     t = T.RandomGrayscale(p=1.0)
     assert t.params(height=1, width=1, seed=0) == {"gray": True}
-    assert_matches(t(colours, seed=0), hwc(F.rgb_to_grayscale(chw(colours), num_output_channels=3)))
+    assert_near_torch(t(colours, seed=0), hwc(F.rgb_to_grayscale(chw(colours), num_output_channels=3)))
     grey = image((9, 7, 1), 1)
     assert_matches(t(grey, seed=0), grey)
 
@@ -269,7 +271,7 @@ def test_grayscale_on_every_colour(colours):
 def test_contrast(shape, factor):
     for kind in ("random", "smooth"):
         a = image(shape, 2, kind)
-        assert_matches(jitter(contrast=factor)(a, seed=0), hwc(F.adjust_contrast(chw(a), factor)))
+        assert_near_torch(jitter(contrast=factor)(a, seed=0), hwc(F.adjust_contrast(chw(a), factor)))
 
 
 ADJUST = [F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue]
@@ -290,11 +292,11 @@ def test_color_jitter_is_its_steps_in_its_order(shape, kwargs):
         p = t.params(height=shape[0], width=shape[1], seed=seed)
         assert sorted(p["order"]) == [0, 1, 2, 3]
         orders.add(tuple(p["order"]))
-        x = chw(a)
+        x, steps = chw(a), 0
         for i in p["order"]:
             if p[NAMES[i]] is not None:
-                x = ADJUST[i](x, p[NAMES[i]])
-        assert_matches(t(a, seed=seed), hwc(x))
+                x, steps = ADJUST[i](x, p[NAMES[i]]), steps + 1
+        assert_near_torch(t(a, seed=seed), hwc(x), steps=steps)
         for name in NAMES:
             assert (p[name] is None) == (name not in kwargs)
     assert len(orders) > 10
@@ -303,6 +305,16 @@ def test_color_jitter_is_its_steps_in_its_order(shape, kwargs):
 # ----- TrivialAugmentWide: each operation at the drawn magnitude -----
 
 TA = pytest.importorskip("torchvision.transforms.v2").TrivialAugmentWide
+
+# The operations torch computes in integers; the others (geometry, blends, autocontrast) in float32.
+INTEGER_OPS = {"Identity", "Posterize", "Solarize", "Equalize"}
+
+
+def assert_op_matches(op: str, ours: object, theirs: object) -> None:
+    if op in INTEGER_OPS:
+        assert_matches(ours, theirs)
+    else:
+        assert_near_torch(ours, theirs)
 
 
 @pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
@@ -323,7 +335,7 @@ def test_trivial_augment_ops_are_torchvisions(interpolation, fill):
         expected = theirs._apply_image_or_video_transform(
             chw(a), p["op"], p["magnitude"], interpolation=theirs.interpolation, fill=theirs._fill
         )
-        assert_matches(ours(a, seed=seed), hwc(expected))
+        assert_op_matches(p["op"], ours(a, seed=seed), hwc(expected))
     assert len(ops) == 14
 
 
@@ -340,7 +352,7 @@ def test_trivial_augment_quarter_turns_and_large_images():
                 expected = theirs._apply_image_or_video_transform(
                     chw(a), p["op"], p["magnitude"], interpolation=theirs.interpolation, fill=theirs._fill
                 )
-                assert_matches(ours(a, seed=seed), hwc(expected))
+                assert_op_matches(p["op"], ours(a, seed=seed), hwc(expected))
     assert found > 20
 
 
@@ -354,4 +366,8 @@ def test_trivial_augment_magnitudes_are_torchvisions_bins(bins):
     for op, (fn, _) in theirs._AUGMENTATION_SPACE.items():
         m = fn(bins, 32, 32)
         expected = {0.0} if m is None else {abs(float(x)) for x in m}
-        assert drawn[op] == expected, op
+        if torch_kernels() in ("AVX2", "AVX512"):
+            assert drawn[op] == expected, op
+        else:
+            # torch's scalar linspace rounds a few bins one float32 step apart.
+            assert np.allclose(sorted(drawn[op]), sorted(expected), rtol=2**-22, atol=0), op

@@ -3,7 +3,8 @@
 //! - `ci`: everything CI checks, in order: Rust lints, API docs and tests, the Rust examples,
 //!   the model checks, a short run of every fuzz target, ruff
 //!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
-//!   extension), pytest; then the same pytest suite on free-threaded CPython 3.13t and 3.14t.
+//!   extension), pytest, the parity files under each of torch's CPU kernel sets and with our SIMD
+//!   off; then the same pytest suite on free-threaded CPython 3.13t and 3.14t.
 //! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
 //! - `rust-examples`: the Rust programs of `examples/rust` (a package outside the workspace):
 //!   clippy, their tests, every example run.
@@ -115,6 +116,25 @@ fn pytest(python: &Path, extra: &[String]) -> Result<()> {
     run(Command::new(python)
         .args(["-m", "pytest", "-q", "tests"])
         .args(extra))
+}
+
+/// The test files whose expected values come from torch's kernels or from our SIMD paths.
+const PARITY_FILES: [&str; 2] = ["tests/test_augment_parity.py", "tests/test_image_parity.py"];
+
+/// The parity files again under each set of CPU kernels torch can pick (its float results
+/// differ by kernel set, and a machine picks one of them), then with our own SIMD paths off:
+/// the promise must hold on any x86-64 CPU, not only on this one.
+fn parity_everywhere(python: &Path) -> Result<()> {
+    let parity = |var: &str, value: &str| {
+        run(Command::new(python)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .args(PARITY_FILES)
+            .env(var, value))
+    };
+    for capability in ["default", "avx2", "avx512"] {
+        parity("ATEN_CPU_CAPABILITY", capability)?;
+    }
+    parity("DLRS_SIMD", "off")
 }
 
 /// The Rust programs of `examples/rust`, a package outside the workspace that depends on the
@@ -438,6 +458,7 @@ fn main() -> Result<()> {
             develop(&python, false)?;
             stubtest(&python)?;
             pytest(&python, rest)?;
+            parity_everywhere(&python)?;
             FREE_THREADED
                 .iter()
                 .try_for_each(|v| python_ft(&python, v, rest))
