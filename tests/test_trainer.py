@@ -5,6 +5,11 @@ one saw, and ``TrainingArguments(seed=)`` fixes the order of a loader given no s
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -85,6 +90,24 @@ def test_accelerate_skip_first_batches_gives_our_batches_after_the_skipped(kind)
     theirs = accelerate.skip_first_batches(torch.utils.data.DataLoader(list(range(12)), batch_size=4), 2)
     assert isinstance(theirs, torch.utils.data.DataLoader)
     assert [b.tolist() for b in theirs] == [[8, 9, 10, 11]]
+
+
+def test_a_loader_made_before_accelerate_was_imported_routes_it_when_measured():
+    code = """
+        from dataloader_rs import PyDataloader
+        import dataloader_rs.accelerate as ours
+        loader = PyDataloader(list(range(12)), batch_size=4, transform=lambda x: x * 100)
+        import accelerate
+        assert accelerate.skip_first_batches is not ours.skip_first_batches
+        len(loader)  # as the Trainer does before it skips
+        print(list(accelerate.skip_first_batches(loader, 1)))
+    """
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[[400, 500, 600, 700], [800, 900, 1000, 1100]]\n"
 
 
 # --- a Trainer run with a PyDataloader ------------------------------------------------------
