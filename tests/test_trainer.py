@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 accelerate = pytest.importorskip("accelerate")
 transformers = pytest.importorskip("transformers")
 
-from dataloader_rs import PyDataloader, PyDataset  # noqa: E402
+from dataloader_rs import FileDataset, PyDataloader, PyDataset  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -90,6 +90,21 @@ def test_accelerate_skip_first_batches_gives_our_batches_after_the_skipped(kind)
     theirs = accelerate.skip_first_batches(torch.utils.data.DataLoader(list(range(12)), batch_size=4), 2)
     assert isinstance(theirs, torch.utils.data.DataLoader)
     assert [b.tolist() for b in theirs] == [[8, 9, 10, 11]]
+
+
+def test_a_rust_dataset_is_skipped_by_our_loader(tmp_path):
+    paths = []
+    for i in range(12):
+        path = tmp_path / f"{i}.txt"
+        path.write_bytes(str(i).encode())
+        paths.append(str(path))
+
+    def make():
+        return PyDataloader(FileDataset(paths), batch_size=4, num_workers=2, transform=lambda b: int(bytes(b)) * 100)
+
+    reference = list(make())
+    assert reference[1:] == [[400, 500, 600, 700], [800, 900, 1000, 1100]]
+    assert list(accelerate.skip_first_batches(make(), 1)) == reference[1:]
 
 
 def test_a_loader_made_before_accelerate_was_imported_routes_it_when_measured():
