@@ -226,6 +226,31 @@ def test_the_end_of_an_epoch_is_the_start_of_the_next():
     assert list(loader) == list(reference)
 
 
+def test_skip_first_batches_starts_every_epoch_at_a_batch():
+    reference = five_batches(shuffle=True, seed=3)
+    epochs = [list(reference) for _ in range(3)]
+    loader = five_batches(shuffle=True, seed=3)
+    skipped = loader.skip_first_batches(2)
+    assert len(skipped) == 3
+    assert list(skipped) == epochs[0][2:]
+    assert list(skipped) == epochs[1][2:]  # each epoch, numbered as the loader's
+    assert list(skipped.skip_first_batches(2)) == epochs[2][4:]
+    loader.set_epoch(0)
+    assert list(loader) == epochs[0]  # the loader itself is whole
+    loader.set_epoch(1)
+    assert list(loader.skip_first_batches(9)) == []  # past the end: an empty epoch
+    with pytest.raises(ValueError, match="num_batches"):
+        loader.skip_first_batches(-1)
+
+
+def test_skip_first_batches_after_a_loaded_state_skips_more():
+    reference = five_batches(shuffle=True, seed=3)
+    whole = list(reference)
+    loader = five_batches(shuffle=True, seed=3)
+    loader.load_state_dict({**loader.state_dict(), "position": 1})
+    assert list(loader.skip_first_batches(2)) == whole[3:]
+
+
 def test_the_last_epoch_number_never_wraps():
     loader = five_batches(shuffle=True, seed=3)
     with pytest.raises(ValueError, match=r"state\['epoch'\] must be at most"):

@@ -8,7 +8,7 @@ transforms) runs in parallel.
 from dataloader_rs import transforms
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._errors import Failure, TooManyFailures
-from dataloader_rs._loader import BatchSampler, PyDataloader, RandomSampler, SequentialSampler
+from dataloader_rs._loader import BatchSampler, PyDataloader, RandomSampler, SequentialSampler, SkipFirstBatches
 from dataloader_rs._native import (
     FileDataset,
     HttpDataset,
@@ -35,6 +35,7 @@ __all__ = [
     "RandomSampler",
     "SequentialSampler",
     "ShardChangedError",
+    "SkipFirstBatches",
     "TarDataset",
     "TooManyFailures",
     "WorkerInfo",

@@ -300,6 +300,22 @@ def _distributed() -> tuple[int, int] | None:
     return rank_value, world_size
 
 
+#: Whether Accelerate's ``skip_first_batches`` comes to our loaders (see ``_route_skip_first_batches``).
+_skip_routed = False
+
+
+def _route_skip_first_batches() -> None:
+    """Once Accelerate is imported, routes its ``skip_first_batches`` (and the Trainer's) to
+    ``PyDataloader.skip_first_batches`` for our loaders: its own rebuilds a torch DataLoader from
+    our attributes, losing the transform and the batch types. Nothing is imported here."""
+    global _skip_routed
+    if _skip_routed or "accelerate" not in sys.modules:
+        return
+    from dataloader_rs.accelerate import route_skip_first_batches
+
+    _skip_routed = route_skip_first_batches()
+
+
 class _LoaderInfo:
     """What ``get_worker_info()`` reports of a loader (kept by the native loader)."""
 
@@ -623,6 +639,7 @@ class PyDataloader(Generic[B]):
         self._native.set_worker_info(_LoaderInfo(dataset, num_workers), self._base_seed)
         self._setup_run(rank, world_size, max_failures)
         self._initialized = True
+        _route_skip_first_batches()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _FROZEN and getattr(self, "_initialized", False):
@@ -850,6 +867,7 @@ class PyDataloader(Generic[B]):
 
     def __len__(self) -> int:
         """The number of batches per epoch (``len(sampler)`` items when there is a sampler)."""
+        _route_skip_first_batches()  # Trainer asks the length before it skips
         if self._batch_sampler is not None:
             return len(self._batch_sampler)  # type: ignore[arg-type]
         self._apply_shard()
@@ -858,10 +876,24 @@ class PyDataloader(Generic[B]):
 
     def __iter__(self) -> Iterator[B]:
         """Starts a new epoch: workers begin loading at once."""
+        return self._start_epoch(0)
+
+    def skip_first_batches(self, num_batches: int) -> SkipFirstBatches[B]:
+        """This loader with every epoch started at batch ``num_batches``: the batches it would
+        give after its first ``num_batches``, same values and types, the skipped ones never
+        loaded. ``accelerate.skip_first_batches`` (transformers' ``Trainer`` on a mid-epoch
+        resume) comes here once Accelerate is imported (see ``dataloader_rs.accelerate``)."""
+        return SkipFirstBatches(self, _int_arg("num_batches", num_batches, 0))
+
+    def _start_epoch(self, skip: int) -> Iterator[B]:
+        """The next epoch, its first ``skip`` batches (after any a loaded state skips) not loaded."""
         timeout = self.timeout or None
         unused = self._unused_epoch()
         if unused is not None:
             self._native.set_epoch(unused)
+        if skip:
+            # The native epoch clamps a start past its end: an empty epoch, as torch's would be.
+            self._native.resume(self._native.epoch, min((self._resume_position or 0) + skip, _U64 - 1))
         if self._native.epoch > LAST_EPOCH:
             raise RuntimeError(f"epoch {LAST_EPOCH} was the last an epoch number can count to: set_epoch(n) to go on")
         if self._batch_sampler is not None:
@@ -904,3 +936,36 @@ class PyDataloader(Generic[B]):
             f"shuffle={self.shuffle}, num_workers={self.num_workers}, "
             f"prefetch_depth={self.prefetch_depth}, item_concurrency={self.item_concurrency})"
         )
+
+
+class SkipFirstBatches(Generic[B]):
+    """A ``PyDataloader`` whose every epoch starts at batch ``num_batches``: what
+    ``loader.skip_first_batches(n)`` returns. The epochs are the loader's own (``set_epoch``
+    names them; iterating the loader itself gives whole epochs)."""
+
+    def __init__(self, loader: PyDataloader[B], num_batches: int) -> None:
+        self.loader = loader
+        self.num_batches = num_batches
+
+    @property
+    def dataset(self) -> Any:
+        return self.loader.dataset
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.loader.batch_size
+
+    def __len__(self) -> int:
+        return max(0, len(self.loader) - self.num_batches)
+
+    def __iter__(self) -> Iterator[B]:
+        return self.loader._start_epoch(self.num_batches)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+    def skip_first_batches(self, num_batches: int) -> SkipFirstBatches[B]:
+        return SkipFirstBatches(self.loader, self.num_batches + _int_arg("num_batches", num_batches, 0))
+
+    def __repr__(self) -> str:
+        return f"{self.loader!r}.skip_first_batches({self.num_batches})"

@@ -14,18 +14,34 @@ prepared torch ``DataLoader``. The loader keeps its threads and finds its rank f
     accelerator = Accelerator(gradient_accumulation_steps=4)
     model, optimizer = accelerator.prepare(model, optimizer)
     loader = prepare(accelerator, PyDataloader(dataset, batch_size=32, shuffle=True))
+
+``accelerate.skip_first_batches(loader, n)`` (transformers' ``Trainer`` calls it to resume
+mid-epoch) rebuilds a torch ``DataLoader`` from the loader's attributes: for ours, the transform
+would be lost, a Rust dataset sent to worker processes and, without ``collate_fn``, the batches
+collated by torch. Once Accelerate is imported, making a ``PyDataloader`` (or asking its length)
+replaces that function, where Accelerate and the Trainer look it up, by ``skip_first_batches``
+below: our loaders skip by position (``loader.skip_first_batches(n)``: same batches, none of the
+skipped ones loaded), every other loader goes to Accelerate's own. A name bound to Accelerate's
+function before that (``from accelerate import skip_first_batches`` in your module) stays
+Accelerate's: call ``route_skip_first_batches()`` first, or ``loader.skip_first_batches(n)``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from dataloader_rs._loader import PyDataloader
+from dataloader_rs._loader import PyDataloader, SkipFirstBatches
 
-__all__ = ["EpochInGradientState", "PreparedLoader", "prepare"]
+__all__ = [
+    "EpochInGradientState",
+    "PreparedLoader",
+    "prepare",
+    "route_skip_first_batches",
+    "skip_first_batches",
+]
 
 
 def gradient_state() -> Any:
@@ -188,3 +204,46 @@ class PreparedLoader:
 def prepare(accelerator: Any, loader: PyDataloader[Any], device_placement: bool = True) -> PreparedLoader:
     """``loader`` made known to ``accelerator``: see the module's documentation."""
     return PreparedLoader(accelerator, loader, device_placement)
+
+
+#: Accelerate's own ``skip_first_batches``, kept when it is routed here.
+_accelerate_skip: Callable[..., Any] | None = None
+
+_NAME = "skip_first_batches"
+#: Where the function is looked up by name: Accelerate's package, its module, ``Accelerator``'s
+#: module (its method) and transformers' Trainer (``from accelerate import skip_first_batches``).
+_LOOKED_UP_IN = ("accelerate", "accelerate.data_loader", "accelerate.accelerator", "transformers.trainer")
+
+
+def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+    """``accelerate.skip_first_batches`` for our loaders too: a ``PyDataloader`` (or one it
+    prepared or skipped) skips its first ``num_batches`` itself; any other loader goes to
+    Accelerate's function."""
+    if isinstance(dataloader, (PyDataloader, SkipFirstBatches, PreparedLoader)):
+        return dataloader.skip_first_batches(num_batches)
+    original = _accelerate_skip
+    if original is None:  # not routed: Accelerate's is still in its place
+        from accelerate import data_loader  # type: ignore[import-untyped]
+
+        original = data_loader.skip_first_batches
+    return original(dataloader, num_batches)
+
+
+def route_skip_first_batches() -> bool:
+    """Puts ``skip_first_batches`` (above) in place of Accelerate's own wherever that is looked
+    up by name (see the module's documentation); a name holding anything else is left alone,
+    and a second call changes nothing. Returns whether Accelerate is imported (nothing is
+    imported here)."""
+    global _accelerate_skip
+    if not hasattr(sys.modules.get("accelerate"), _NAME):
+        return False  # not imported, or still importing
+    if _accelerate_skip is None:
+        original = getattr(sys.modules.get("accelerate.data_loader"), _NAME, None)
+        if original is None or original is skip_first_batches:
+            return False
+        _accelerate_skip = original
+    for name in _LOOKED_UP_IN:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, _NAME, None) is _accelerate_skip:
+            setattr(module, _NAME, skip_first_batches)
+    return True
