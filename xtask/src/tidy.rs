@@ -249,4 +249,253 @@ mod tests {
             );
         }
     }
+
+    /// The module path of each Rust file of a crate's `src/` (`lib.rs` is the root, `a/mod.rs`
+    /// and `a.rs` are `a`, `a/b.rs` is `a::b`).
+    fn module_files(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
+        let mut files = Vec::new();
+        rust_files(src, &mut files);
+        files
+            .into_iter()
+            .filter(|f| f.file_name().is_some_and(|n| n != "main.rs"))
+            .map(|f| {
+                let rel = f.strip_prefix(src).unwrap().with_extension("");
+                let mut path: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                if path.last().is_some_and(|l| l == "mod" || l == "lib") {
+                    path.pop();
+                }
+                (path, f)
+            })
+            .collect()
+    }
+
+    /// The text of a file without its unit tests (a trailing `#[cfg(test)] mod`) and comments.
+    fn code_of(text: &str) -> String {
+        let mut out = String::new();
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            let t = line.trim_start();
+            if t.starts_with("#[cfg(test)]")
+                && lines
+                    .peek()
+                    .is_some_and(|n| n.trim_start().starts_with("mod "))
+            {
+                break;
+            }
+            if !t.starts_with("//") {
+                out.push_str(line.split(" //").next().unwrap_or(""));
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Every path a `use` tree names, its groups expanded: `a::{b, c::{d}}` gives `a::b`, `a::c::d`.
+    fn expand_use(prefix: &str, tree: &str, out: &mut Vec<String>) {
+        let tree = tree.trim();
+        if let Some(open) = tree.find('{') {
+            let head = format!("{prefix}{}", &tree[..open]);
+            let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+            let (mut depth, mut start) = (0, 0);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        expand_use(&head, &inner[start..i], out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            expand_use(&head, &inner[start..], out);
+        } else if !tree.is_empty() {
+            out.push(format!(
+                "{prefix}{}",
+                tree.split(" as ").next().unwrap_or(tree)
+            ));
+        }
+    }
+
+    /// The paths one module's code names: its `use` trees, and `crate::` / `super::` paths
+    /// written inline.
+    fn named_paths(code: &str) -> Vec<String> {
+        let mut paths = Vec::new();
+        for statement in code.split(';') {
+            let t = statement.trim_start();
+            let t = t
+                .strip_prefix("pub(crate) ")
+                .or(t.strip_prefix("pub "))
+                .unwrap_or(t);
+            if let Some(tree) = t.strip_prefix("use ") {
+                expand_use("", tree, &mut paths);
+            }
+        }
+        for start in ["crate::", "super::"] {
+            for (at, _) in code.match_indices(start) {
+                if code[..at]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$')
+                {
+                    // `$crate::` in a macro names what the macro's callers use, not its file.
+                    continue;
+                }
+                let rest = &code[at..];
+                let end = rest
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .unwrap_or(rest.len());
+                paths.push(rest[..end].to_owned());
+            }
+        }
+        paths
+    }
+
+    /// `pub use m::{A, B}` of the crate root: each name and the module it comes from.
+    fn root_reexports(code: &str) -> BTreeMap<String, Vec<String>> {
+        let mut names = BTreeMap::new();
+        for statement in code.split(';') {
+            let Some(tree) = statement.trim_start().strip_prefix("pub use ") else {
+                continue;
+            };
+            let mut paths = Vec::new();
+            expand_use("", tree, &mut paths);
+            for path in paths {
+                let mut segments: Vec<String> = path.split("::").map(str::to_owned).collect();
+                let name = segments.pop().unwrap_or_default();
+                names.insert(name, segments);
+            }
+        }
+        names
+    }
+
+    /// The edges between a crate's modules: which module's code names which other module.
+    fn module_edges(src: &Path) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+        let modules = module_files(src);
+        let root_code = code_of(&std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default());
+        let reexports = root_reexports(&root_code);
+        let longest_module = |path: &[String]| -> Option<Vec<String>> {
+            (1..=path.len())
+                .rev()
+                .map(|n| path[..n].to_vec())
+                .find(|p| modules.contains_key(p))
+        };
+        let mut edges = BTreeMap::new();
+        for (module, file) in &modules {
+            if module.is_empty() {
+                continue; // the root declares and re-exports: it stands above every module
+            }
+            let code = code_of(&std::fs::read_to_string(file).unwrap());
+            let mut targets = BTreeSet::new();
+            for path in named_paths(&code) {
+                let mut segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+                let absolute: Vec<String> = match segments.first() {
+                    Some(&"crate") => segments.drain(1..).map(str::to_owned).collect(),
+                    Some(&"super") => {
+                        let mut base = module.clone();
+                        // A file `a/b.rs` is module `a::b`; its `super` is `a`.
+                        while segments.first() == Some(&"super") {
+                            base.pop();
+                            segments.remove(0);
+                        }
+                        base.extend(segments.iter().map(|s| (*s).to_owned()));
+                        base
+                    }
+                    Some(first)
+                        if modules.contains_key(
+                            &[module.clone(), vec![(*first).to_owned()]].concat(),
+                        ) =>
+                    {
+                        [
+                            module.clone(),
+                            segments.iter().map(|s| (*s).to_owned()).collect(),
+                        ]
+                        .concat()
+                    }
+                    _ => continue,
+                };
+                let target = longest_module(&absolute).or_else(|| {
+                    let name = absolute.first()?;
+                    longest_module(reexports.get(name)?)
+                });
+                if let Some(target) = target {
+                    if &target != module && !module.starts_with(&target) {
+                        targets.insert(target);
+                    }
+                }
+            }
+            edges.insert(module.clone(), targets);
+        }
+        edges
+    }
+
+    /// A circle of modules, if there is one: each imports the next, the last the first.
+    fn find_circle(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Option<Vec<String>> {
+        fn visit(
+            node: &Vec<String>,
+            edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+            stack: &mut Vec<Vec<String>>,
+            done: &mut BTreeSet<Vec<String>>,
+        ) -> Option<Vec<String>> {
+            if let Some(at) = stack.iter().position(|n| n == node) {
+                return Some(stack[at..].iter().map(|m| m.join("::")).collect());
+            }
+            if !done.insert(node.clone()) {
+                return None;
+            }
+            stack.push(node.clone());
+            for next in edges.get(node).into_iter().flatten() {
+                if let Some(circle) = visit(next, edges, stack, done) {
+                    return Some(circle);
+                }
+            }
+            stack.pop();
+            None
+        }
+        let mut done = BTreeSet::new();
+        edges
+            .keys()
+            .find_map(|n| visit(n, edges, &mut Vec::new(), &mut done))
+    }
+
+    #[test]
+    fn no_crate_has_an_import_circle() {
+        for krate in ["core", "io", "transforms", "py", "cli"] {
+            let edges = module_edges(&root().join("crates").join(krate).join("src"));
+            assert!(edges.len() > 3, "crates/{krate}: too few modules found");
+            assert!(
+                edges.values().any(|t| !t.is_empty()),
+                "crates/{krate}: no imports found"
+            );
+            if let Some(circle) = find_circle(&edges) {
+                panic!(
+                    "crates/{krate} has an import circle: {}",
+                    circle.join(" -> ")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_circle_check_sees_circles() {
+        let edges = |pairs: &[(&str, &str)]| {
+            let mut e: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+            for (a, b) in pairs {
+                e.entry(vec![(*a).to_owned()])
+                    .or_default()
+                    .insert(vec![(*b).to_owned()]);
+                e.entry(vec![(*b).to_owned()]).or_default();
+            }
+            e
+        };
+        assert_eq!(find_circle(&edges(&[("a", "b"), ("b", "c")])), None);
+        let circle = find_circle(&edges(&[("a", "b"), ("b", "c"), ("c", "a")])).unwrap();
+        assert_eq!(circle.len(), 3);
+        let mut paths = Vec::new();
+        expand_use("", "crate::{a::{B, c::D}, e as f}", &mut paths);
+        assert_eq!(paths, ["crate::a::B", "crate::a::c::D", "crate::e"]);
+    }
 }

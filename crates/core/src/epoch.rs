@@ -18,50 +18,13 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::loader::Config;
+use crate::config::Config;
+use crate::error::{LoadError, worker_panic_message};
 use crate::plan::EpochPlan;
 use crate::pool::Pool;
 use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
 use crate::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait, wait_timeout};
-
-/// Why a batch did not load.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadError<E> {
-    /// The source failed.
-    Source(E),
-    /// The source panicked; the message of the panic.
-    Panicked(String),
-    /// The epoch was abandoned while the batch was loading (never handed to a consumer).
-    Cancelled,
-}
-
-impl<E> From<E> for LoadError<E> {
-    fn from(e: E) -> Self {
-        Self::Source(e)
-    }
-}
-
-impl<E: std::fmt::Display> std::fmt::Display for LoadError<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Source(e) => write!(f, "loading a batch failed: {e}"),
-            Self::Panicked(message) => write!(f, "loading a batch panicked: {message}"),
-            Self::Cancelled => f.write_str("the epoch was abandoned while the batch was loading"),
-        }
-    }
-}
-
-/// The source's error is the [`source`](std::error::Error::source) of [`LoadError::Source`], so
-/// `?` into `Box<dyn Error>` or `anyhow` keeps it reachable for downcasting.
-impl<E: std::error::Error + 'static> std::error::Error for LoadError<E> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Source(e) => Some(e),
-            Self::Panicked(_) | Self::Cancelled => None,
-        }
-    }
-}
 
 /// What [`Epoch::recv`] found.
 #[derive(Debug)]
@@ -79,17 +42,12 @@ type Outcome<B, E> = Result<B, LoadError<E>>;
 /// A batch a worker finished: its number and outcome.
 type Finished<S> = (u64, Outcome<<S as Source>::Batch, <S as Source>::Error>);
 
-/// The message of a worker's panic.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    crate::sync::panic_message(payload, "a worker panicked")
-}
-
 fn load<S: Source>(source: &S, indices: &[u64], ctx: &BatchCtx) -> Outcome<S::Batch, S::Error> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         source.load_batch(indices, ctx)
     })) {
         Ok(r) => r,
-        Err(payload) => Err(LoadError::Panicked(panic_message(&*payload))),
+        Err(payload) => Err(LoadError::Panicked(worker_panic_message(&*payload))),
     }
 }
 

@@ -12,7 +12,9 @@
 //!   a dropped loader's threads wait in a [`Lot`] for the next loader.
 //! - [`epoch`]: one pass over the data: claims, the ring of in-order slots, cancellation.
 //! - [`source`]: the [`Source`] trait and the per-batch context that fans items out.
-//! - [`loader`]: the [`Loader`], its validated [`Config`] and the epoch counter.
+//! - [`config`]: the [`Config`] of a loader (batch size, workers, prefetch), validated once.
+//! - [`loader`]: the [`Loader`]: its source, config, pool and epoch counter.
+//! - [`error`]: [`Error`] (a configuration refused) and [`LoadError`] (a batch that did not load).
 //! - [`per_process`]: a value built once per process and built again in a forked child.
 //! - [`pid`]: the process id, read once per process (a forked child reads its own).
 //! - [`stats`]: live counters (batches, items, consumer wait, load latency quantiles).
@@ -60,6 +62,7 @@
 
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod epoch;
 pub mod error;
 pub mod loader;
@@ -72,9 +75,10 @@ pub mod source;
 pub mod stats;
 pub mod sync;
 
-pub use epoch::{Epoch, LoadError, Recv};
-pub use error::Error;
-pub use loader::{Config, Loader};
+pub use config::Config;
+pub use epoch::{Epoch, Recv};
+pub use error::{Error, LoadError};
+pub use loader::Loader;
 pub use plan::EpochPlan;
 pub use pool::{Lot, Pool};
 pub use sampler::{Indices, Order, Permutation, Shard, Shuffle};

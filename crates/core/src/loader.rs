@@ -1,9 +1,10 @@
-//! The loader: a source, a validated configuration, one worker pool and the epoch counter.
+//! The loader: a source, its validated [`Config`], one worker pool and the epoch counter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::epoch::Epoch;
 use crate::error::Error;
 use crate::plan::EpochPlan;
@@ -12,78 +13,6 @@ use crate::sampler::{Order, Shuffle};
 use crate::source::Source;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::sync::{Mutex, lock};
-
-/// How a loader cuts and schedules its epochs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
-    /// Items per batch (≥ 1).
-    pub batch_size: usize,
-    /// Batches loaded in parallel on worker threads; 0 loads each batch on the caller's thread.
-    pub num_workers: usize,
-    /// Batches that may wait beyond the `num_workers` in progress (≥ 1, any size: at most the
-    /// epoch's batches are held).
-    pub prefetch_depth: usize,
-    /// Items of one batch fetched at once (≥ 1).
-    pub item_concurrency: usize,
-    /// Whether a short last batch is dropped.
-    pub drop_last: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            batch_size: 1,
-            num_workers: 0,
-            prefetch_depth: 2,
-            item_concurrency: 1,
-            drop_last: false,
-        }
-    }
-}
-
-impl Config {
-    /// Checks every field.
-    ///
-    /// # Errors
-    /// The first field out of range.
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.batch_size == 0 {
-            return Err(Error::BatchSize(self.batch_size));
-        }
-        if self.prefetch_depth == 0 {
-            return Err(Error::PrefetchDepth(self.prefetch_depth));
-        }
-        if self.item_concurrency == 0 {
-            return Err(Error::ItemConcurrency(self.item_concurrency));
-        }
-        // Keep thread counts well inside what a process can have. Any prefetch_depth is fine:
-        // the ring grows only with the batches that exist and have loaded.
-        let threads = self.num_workers.checked_mul(self.item_concurrency);
-        if threads.is_none_or(|t| t > 1 << 16) {
-            return Err(Error::TooManyThreads {
-                num_workers: self.num_workers,
-                item_concurrency: self.item_concurrency,
-            });
-        }
-        Ok(())
-    }
-
-    /// The threads the pool keeps: `num_workers × item_concurrency`, or the item helpers alone.
-    #[must_use]
-    pub fn pool_size(&self) -> usize {
-        if self.num_workers == 0 {
-            self.item_concurrency.saturating_sub(1)
-        } else {
-            self.num_workers * self.item_concurrency
-        }
-    }
-
-    /// The number of batches of an epoch of `len` items.
-    #[must_use]
-    pub fn num_batches(&self, len: u64) -> u64 {
-        EpochPlan::count(len, self.batch_size, self.drop_last)
-    }
-}
 
 /// Loads batches of a [`Source`] in epochs. The pool is made once and reused by every epoch.
 pub struct Loader<S: Source> {
@@ -223,7 +152,7 @@ impl<S: Source> Drop for Loader<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::epoch::LoadError;
+    use crate::error::LoadError;
     use crate::source::BatchCtx;
 
     /// A batch is its indices and the epoch number it was loaded for.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::epoch::LoadError;
+use crate::error::{LoadError, worker_panic_message};
 use crate::pool::Pool;
 use crate::sync::{self, Condvar, Mutex, lock, wait, wait_timeout};
 
@@ -355,7 +355,7 @@ impl<T, E, F: Fn(u64) -> Result<T, E>> MapState<T, E, F> {
             let r = match catch_unwind(AssertUnwindSafe(|| (self.f)(index))) {
                 Ok(Ok(v)) => Ok(v),
                 Ok(Err(e)) => Err(LoadError::Source(e)),
-                Err(payload) => Err(LoadError::Panicked(crate::epoch::panic_message(&*payload))),
+                Err(payload) => Err(LoadError::Panicked(worker_panic_message(&*payload))),
             };
             if r.is_err() {
                 self.stop.store(true, Ordering::Relaxed);

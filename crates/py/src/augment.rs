@@ -11,11 +11,12 @@ use pyo3::types::{PyDict, PyList, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{RandomParams, Value};
 
-use crate::text::{shown, type_name, wrong_type};
-use crate::transforms::{
-    PyTransform, SizeArg, bool_arg, call_key, fill_arg, fill_repr, float_arg, hw_arg, padding_arg,
-    rt_err, seq_arg, size_arg, str_arg,
+use crate::args::{
+    SizeArg, bool_arg, fill_arg, float_arg, hw_arg, int_arg, padding_arg, seq_arg, size_arg,
+    str_arg,
 };
+use crate::text::{shown, type_name, wrong_type};
+use crate::transforms::{PyTransform, call_key, fill_repr, floats_repr, rt_err};
 
 /// Adds the random transform classes to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -307,7 +308,7 @@ impl RandomErasing {
                         .iter()
                         .map(|x| float_arg(NAME, "value", x))
                         .collect::<PyResult<Vec<f64>>>()?;
-                    let repr = crate::transforms::floats_repr(&vals);
+                    let repr = floats_repr(&vals);
                     (rt::EraseValue::Values(vals), repr)
                 }
                 None => {
@@ -503,7 +504,7 @@ impl TrivialAugmentWide {
     ) -> Init<Self> {
         const NAME: &str = "TrivialAugmentWide";
         let bins = num_magnitude_bins.map_or(Ok(31), |b| {
-            crate::transforms::int_arg(NAME, "num_magnitude_bins", b, 2, Some(1 << 20))
+            int_arg(NAME, "num_magnitude_bins", b, 2, Some(1 << 20))
         })? as usize;
         let interp_name = interpolation.map_or(Ok("nearest".to_owned()), |i| {
             str_arg(NAME, "interpolation", i)

@@ -2,7 +2,6 @@
 //! torch as writable views (buffer protocol, DLPack) that keep the buffer alive; the buffer goes
 //! back to the collator's pool when the last view is gone.
 
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -11,31 +10,9 @@ use pyo3::types::{PyList, PyTuple};
 
 use dlrs_transforms::{Batch, BatchLayout, Collator, Dtype, Image};
 
-use crate::dlpack::{self, Owner, View};
+use crate::dlpack::{self, BatchData, Owner, View};
 use crate::errors::image_error;
 use crate::image::PyImage;
-
-/// A batch and the address of its buffer, taken once from an exclusive borrow, through which
-/// Python views write.
-pub struct BatchData {
-    batch: Batch,
-    ptr: NonNull<u8>,
-}
-
-// SAFETY: `Batch` is Send + Sync; `ptr` points into the batch's own heap buffer, which does not
-// move or get freed while the batch lives, and Rust never reads or writes the buffer through the
-// batch after `ptr` was taken. Writes from several threads through views are the consumers' to
-// order, as with any numpy array shared between threads.
-unsafe impl Send for BatchData {}
-// SAFETY: as above.
-unsafe impl Sync for BatchData {}
-
-impl BatchData {
-    pub fn new(mut batch: Batch) -> Self {
-        let ptr = NonNull::new(batch.as_mut_ptr()).expect("a Vec's pointer is never null");
-        Self { batch, ptr }
-    }
-}
 
 /// One batch of images in one contiguous buffer: `(n, c, h, w)` or `(n, h, w, c)`.
 #[pyclass(frozen, module = "dataloader_rs", name = "ImageBatch")]
@@ -179,7 +156,7 @@ impl ImageCollator {
         let dtype = dtype_arg(dtype)?;
         let buffers = match buffers {
             None => 0,
-            Some(b) => crate::transforms::int_arg("ImageCollator", "buffers", b, 0, None)? as usize,
+            Some(b) => crate::args::int_arg("ImageCollator", "buffers", b, 0, None)? as usize,
         };
         Ok(Self {
             inner: Collator::new(layout, dtype, buffers),

@@ -8,7 +8,7 @@
 //! without the interpreter.
 
 use std::ffi::{CStr, c_int, c_void};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyBufferError, PyTypeError};
@@ -16,7 +16,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use dlrs_transforms::Dtype;
+use dlrs_transforms::{Batch, Dtype};
 
 /// `kDLCPU`.
 pub const DEVICE_CPU: i32 = 1;
@@ -73,10 +73,32 @@ struct DLManagedTensorVersioned {
     dl_tensor: DLTensor,
 }
 
+/// A batch and the address of its buffer, taken once from an exclusive borrow, through which
+/// Python views write.
+pub struct BatchData {
+    pub(crate) batch: Batch,
+    pub(crate) ptr: NonNull<u8>,
+}
+
+// SAFETY: `Batch` is Send + Sync; `ptr` points into the batch's own heap buffer, which does not
+// move or get freed while the batch lives, and Rust never reads or writes the buffer through the
+// batch after `ptr` was taken. Writes from several threads through views are the consumers' to
+// order, as with any numpy array shared between threads.
+unsafe impl Send for BatchData {}
+// SAFETY: as above.
+unsafe impl Sync for BatchData {}
+
+impl BatchData {
+    pub fn new(mut batch: Batch) -> Self {
+        let ptr = NonNull::new(batch.as_mut_ptr()).expect("a Vec's pointer is never null");
+        Self { batch, ptr }
+    }
+}
+
 /// What keeps exported memory alive: dropped by the DLPack deleter, on any thread.
 pub enum Owner {
     Image(Arc<dlrs_transforms::Image>),
-    Batch(Arc<crate::batch::BatchData>),
+    Batch(Arc<BatchData>),
     /// A copy made for `copy=True`.
     Copy(Vec<u64>),
 }

@@ -22,6 +22,7 @@
 
 use pyo3::prelude::*;
 
+pub mod args;
 pub mod attach;
 pub mod augment;
 pub mod batch;
@@ -52,6 +53,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::BatchIterator>()?;
     transforms::register(m)?;
+    augment::register(m)?;
+    m.add_class::<image::PyImage>()?;
+    m.add_class::<batch::ImageCollator>()?;
+    m.add_class::<batch::ImageBatch>()?;
     m.add_class::<datasets::HttpDataset>()?;
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;

@@ -3,8 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use crate::Error;
+use crate::dtype::Dtype;
 use crate::error::from_names;
-use crate::image::{Dtype, Image, Layout, Pixels};
+use crate::image::{Image, Layout, Pixels};
 
 /// The axis order of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,6 +1,7 @@
 //! ToRgb, ToRgba, ToGray: Pillow's `convert("RGB" / "RGBA" / "L")` on uint8 HWC images.
 
-use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
+use crate::dtype::Dtype;
+use crate::image::{Image, Item, Layout, Pixels, check_size};
 use crate::{Error, Transform};
 
 /// Pillow's luma: `(R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16`.

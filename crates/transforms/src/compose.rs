@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::tensor::FloatPlan;
-use crate::{Draft, Error, Item, Key, Reduced, Transform};
+use crate::{Decode, Draft, Error, Item, Key, Reduced, Transform};
 
 #[derive(Debug)]
 enum Stage {
@@ -66,9 +66,7 @@ impl Compose {
         let mut drafts = Vec::new();
         for (d, stage) in stages.iter().enumerate() {
             let Stage::One(_, t) = stage else { continue };
-            if t.as_decode()
-                .is_none_or(|d| matches!(d.draft(), Draft::Size { .. }))
-            {
+            if as_decode(t.as_ref()).is_none_or(|d| matches!(d.draft(), Draft::Size { .. })) {
                 continue;
             }
             let next = stages[d + 1..].iter().position(|s| match s {
@@ -127,7 +125,7 @@ impl Transform for Compose {
                         reduced = None;
                         t.apply_reduced(key.at(*i), item, from)?
                     }
-                    (_, Some(&(_, r))) => match (&item, t.as_decode()) {
+                    (_, Some(&(_, r))) => match (&item, as_decode(t.as_ref())) {
                         (Item::Bytes(data), Some(decode)) => {
                             let Stage::One(ri, resizer) = &self.stages[r] else {
                                 unreachable!("a resizing stage is one step")
@@ -156,6 +154,11 @@ impl Transform for Compose {
         }
         Ok(item)
     }
+}
+
+/// A step that is a [`Decode`], as one.
+fn as_decode(step: &dyn Transform) -> Option<&Decode> {
+    step.as_any()?.downcast_ref::<Decode>()
 }
 
 #[cfg(test)]

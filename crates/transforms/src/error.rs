@@ -1,6 +1,6 @@
 //! The crate's one error type, its variants grouped by who is at fault.
 
-use crate::image::Dtype;
+use crate::dtype::Dtype;
 
 /// The image formats [`crate::Decode`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -68,6 +68,7 @@ mod collate;
 mod color;
 mod compose;
 mod decode;
+mod dtype;
 mod error;
 mod geometry;
 mod image;
@@ -87,11 +88,12 @@ pub use collate::{Batch, BatchLayout, Collator};
 pub use color::{ToGray, ToRgb, ToRgba};
 pub use compose::Compose;
 pub use decode::{Decode, DecodeLimits, Draft, sniff_format};
+pub use dtype::Dtype;
 pub use error::{Error, Format};
 pub use geometry::{
     Anchor, CenterCrop, Crop, Fill, HFlip, Pad, PadTo, Padding, PaddingMode, Rotate90, Size, VFlip,
 };
-pub use image::{Dtype, Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
+pub use image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 pub use resize::{Interpolation, Resize, ResizeSize};
 pub use rng::{Key, Rng, philox4x64_10};
 pub use tensor::{Normalize, ToChw, ToFloat, ToHwc};

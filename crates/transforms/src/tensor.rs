@@ -1,6 +1,7 @@
 //! ToFloat, Normalize, ToChw, ToHwc, and the fused one-pass kernel that Compose uses for them.
 
-use crate::image::{Dtype, Image, Item, Layout, Pixels, check_size};
+use crate::dtype::Dtype;
+use crate::image::{Image, Item, Layout, Pixels, check_size};
 use crate::transform::Pointwise;
 use crate::{Error, Transform};
 

@@ -66,8 +66,9 @@ pub trait Transform: Send + Sync + std::fmt::Debug {
         false
     }
 
-    /// The step as a [`crate::Decode`], for a [`crate::Compose`] to find the decoder.
-    fn as_decode(&self) -> Option<&crate::Decode> {
+    /// The step as `Any`, for a [`crate::Compose`] to find its decoder among its steps
+    /// (only a decoder answers; this module knows no step type).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
 }
@@ -149,6 +150,18 @@ impl Reduced {
     }
 }
 
+/// Pillow's `draft` rule: the largest of 8, 4, 2 and 1 that divides neither side of a
+/// `width × height` region below `want_width × want_height`.
+pub(crate) fn reduction(
+    width: usize,
+    height: usize,
+    want_width: usize,
+    want_height: usize,
+) -> usize {
+    let scale = (width / want_width.max(1)).min(height / want_height.max(1));
+    [8, 4, 2].into_iter().find(|&d| scale >= d).unwrap_or(1)
+}
+
 /// What a resizing step reads of its input, and what it makes of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shrink {
@@ -170,7 +183,7 @@ impl Shrink {
     /// The reduction (1, 2, 4 or 8) of the input that keeps the region at least the output's
     /// size, by Pillow's `draft` rule.
     pub fn reduction(&self) -> usize {
-        crate::decode::reduction(self.width, self.height, self.out_width, self.out_height)
+        reduction(self.width, self.height, self.out_width, self.out_height)
     }
 
     /// The region in the reduced input: `(top, left, height, width)`, fractional.

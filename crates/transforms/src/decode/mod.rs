@@ -7,6 +7,7 @@ mod tiff;
 mod webp;
 
 use crate::image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels, check_alloc};
+use crate::transform::reduction;
 use crate::{Error, Format, Rect, Reduced, Transform};
 
 /// Decode's limits, checked from the image's header before any pixel is decoded.
@@ -84,18 +85,6 @@ pub enum Draft {
     /// `RandomResizedCrop`, past colour conversions) allows: the region it reads stays at least
     /// the size it makes of it. Alone, full size.
     Auto,
-}
-
-/// Pillow's `draft` rule: the largest of 8, 4, 2 and 1 that divides neither side of a
-/// `width × height` region below `want_width × want_height`.
-pub(crate) fn reduction(
-    width: usize,
-    height: usize,
-    want_width: usize,
-    want_height: usize,
-) -> usize {
-    let scale = (width / want_width.max(1)).min(height / want_height.max(1));
-    [8, 4, 2].into_iter().find(|&d| scale >= d).unwrap_or(1)
 }
 
 impl Decode {
@@ -247,7 +236,7 @@ impl Transform for Decode {
         }
     }
 
-    fn as_decode(&self) -> Option<&Decode> {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
 }
