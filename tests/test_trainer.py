@@ -193,3 +193,83 @@ def test_the_trainers_seed_fixes_the_order_of_a_loader_without_one(tmp_path):
     assert all(same(a, b) for a, b in zip(first, again, strict=True))
     other = run(tmp_path / "c", seed=1)
     assert not all(same(a, b) for a, b in zip(first, other, strict=True))
+
+
+# --- a transformers model built from a config --------------------------------------------
+
+
+class TokenTrainer(transformers.Trainer):
+    def get_train_dataloader(self):
+        return PyDataloader(
+            list(range(12)),
+            batch_size=2,
+            shuffle=True,
+            transform=lambda i: {"input_ids": [1 + (i * 7 + k) % 60 for k in range(6)], "labels": i % 2},
+            collate_fn=lambda items: {
+                "input_ids": torch.tensor([x["input_ids"] for x in items]),
+                "labels": torch.tensor([x["labels"] for x in items]),
+            },
+        )
+
+
+def run_bert(out, resume=None):
+    """The input_ids a tiny BERT (made from a config, nothing downloaded) is trained on."""
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=16,
+        num_labels=2,
+    )
+    model = transformers.BertForSequenceClassification(config)
+    seen = []
+    model.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].clone()), with_kwargs=True)
+    args = transformers.TrainingArguments(
+        output_dir=str(out),
+        max_steps=9,
+        save_strategy="steps",
+        save_steps=7,
+        per_device_train_batch_size=2,
+        report_to=[],
+        use_cpu=True,
+        seed=0,
+        logging_strategy="no",
+        disable_tqdm=True,
+    )
+    TokenTrainer(model=model, args=args).train(resume_from_checkpoint=resume)
+    return seen
+
+
+def test_a_model_from_a_config_resumes_on_the_batches_of_the_uninterrupted_run(tmp_path):
+    whole = run_bert(tmp_path)
+    assert len(whole) == 9
+    # Step 7 is batch 1 of the second epoch of 6 batches.
+    resumed = run_bert(tmp_path, resume=str(tmp_path / "checkpoint-7"))
+    assert len(resumed) == 2
+    assert all(torch.equal(a, b) for a, b in zip(resumed, whole[7:], strict=True)), (resumed, whole[7:])
+
+
+# --- torch.distributed.checkpoint ----------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+def test_distributed_checkpoint_saves_and_loads_a_loader_mid_epoch(tmp_path):
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+
+    def make():
+        return PyDataloader(list(range(20)), batch_size=3, shuffle=True, seed=5, num_workers=2)
+
+    reference = make()
+    whole, after = list(reference), list(reference)
+    loader = make()
+    it = iter(loader)
+    seen = [next(it) for _ in range(3)]
+    assert seen == whole[:3]
+    dcp.save({"loader": loader}, checkpoint_id=str(tmp_path / "ckpt"))
+    fresh = make()
+    dcp.load({"loader": fresh}, checkpoint_id=str(tmp_path / "ckpt"))
+    assert list(fresh) == whole[3:]
+    assert list(fresh) == after  # the next epoch is whole, in the order of epoch 1
