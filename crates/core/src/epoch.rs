@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::loader::Config;
 use crate::plan::EpochPlan;
-use crate::pool::Pool;
+use crate::pool::{Leaving, Pool};
 use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
 use crate::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait, wait_timeout};
@@ -115,6 +115,11 @@ struct Ring<B, E> {
     /// The worker that claimed the last batch.
     last_claim: Option<usize>,
     peak_in_flight: u64,
+    /// Runner jobs of the epoch that have not left yet (started or still queued).
+    runners: usize,
+    /// Whether the pool counts the runners that had not left when the last batch was handed
+    /// out as returning ([`Pool::expect_returning`]).
+    runners_counted: bool,
 }
 
 impl<B, E> Ring<B, E> {
@@ -240,6 +245,8 @@ impl<S: Source> Epoch<S> {
                     turn_waiters: 0,
                     last_claim: None,
                     peak_in_flight: 0,
+                    runners: 0,
+                    runners_counted: false,
                 }),
                 ready: Condvar::new(),
                 space: Condvar::new(),
@@ -249,6 +256,7 @@ impl<S: Source> Epoch<S> {
             let runners = u64::try_from(num_workers)
                 .unwrap_or(u64::MAX)
                 .min(num_batches - start);
+            lock(&shared.ring).runners = usize::try_from(runners).unwrap_or(usize::MAX);
             for worker in 0..runners {
                 let (shared, source, plan) =
                     (Arc::clone(&shared), Arc::clone(&source), Arc::clone(&plan));
@@ -260,7 +268,10 @@ impl<S: Source> Epoch<S> {
                     worker: usize::try_from(worker).ok(),
                     epoch: number,
                 };
-                pool.execute(move || run_worker(&shared, &*source, &plan, ctx, num_batches));
+                pool.execute_leaving(move |leaving| {
+                    let _leave = Leave(&shared, leaving);
+                    run_worker(&shared, &*source, &plan, ctx, num_batches);
+                });
             }
             Mode::Workers(shared)
         };
@@ -394,9 +405,17 @@ impl<S: Source> Epoch<S> {
                 let outcome = ring.slots.pop_front().flatten().expect("landed");
                 ring.next_deliver += 1;
                 ring.consumer_in_recv = false;
+                let last = ring.next_deliver >= num_batches;
+                if last && !ring.runners_counted {
+                    // Every batch is loaded: the runners still here only return now, without
+                    // running the source again (those asleep are woken below). The next epoch's
+                    // runners, which the caller may start at once, wait for their threads.
+                    ring.runners_counted = true;
+                    epoch.pool.expect_returning(ring.runners);
+                }
                 let wake = ring.workers_waiting > 0;
                 drop(ring);
-                if wake && shared.turns {
+                if wake && (shared.turns || last) {
                     // The worker whose turn it is may not be the one a single wake would find.
                     shared.space.notify_all();
                 } else if wake {
@@ -706,6 +725,22 @@ impl<S: Source> Drop for InTurn<'_, S> {
     }
 }
 
+/// Counts a runner out of its epoch when its job ends (or unwinds), and tells the pool its
+/// thread is free now (or that it was counted when the last batch was handed out).
+struct Leave<'a, S: Source>(&'a Shared<S>, &'a Leaving<'a>);
+
+impl<S: Source> Drop for Leave<'_, S> {
+    fn drop(&mut self) {
+        let mut ring = lock(&self.0.ring);
+        ring.runners -= 1;
+        if ring.runners_counted {
+            self.1.counted();
+        } else {
+            self.1.now();
+        }
+    }
+}
+
 /// A worker: waits for room in the ring, then enters a [`Source::session`] and loads every
 /// batch it can claim, back to back, storing each in its slot.
 ///
@@ -945,6 +980,8 @@ mod tests {
             turn_waiters: 2,
             last_claim: Some(0),
             peak_in_flight: 0,
+            runners: 2,
+            runners_counted: false,
         };
         let (w0, w1) = (Some(0), Some(1));
         assert!(
