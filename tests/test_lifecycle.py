@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -274,6 +275,43 @@ finally:
     proc = run_script(script, timeout=30)
     assert_clean_exit(proc)
     assert proc.stdout.strip() == "interrupted", proc.stderr[-2000:]
+
+
+def test_ctrl_c_while_next_waits_on_a_slow_getitem_ends_the_process_by_sigint(tmp_path):
+    # The interrupted program ends as CPython ends any program stopped by Ctrl-C (killed by
+    # SIGINT), without waiting for the worker still asleep in __getitem__ and without an abort.
+    ready = tmp_path / "ready"
+    script = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from dataloader_rs import PyDataloader, PyDataset
+class Slow(PyDataset):
+    def __len__(self): return 4
+    def __getitem__(self, i):
+        open(sys.argv[1], "w").close()
+        time.sleep(30)
+        return i
+next(iter(PyDataloader(Slow(), batch_size=1, num_workers=1)))
+"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), str(ready)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(ready.exists, timeout=60)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)  # a guard against a hang, not a timing
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, stderr[-2000:])
+    assert "KeyboardInterrupt" in stderr, stderr[-2000:]
+    assert "FATAL" not in stderr, stderr[-2000:]
+    assert "Abort" not in stderr, stderr[-2000:]
+    assert "still running" not in stderr, stderr[-2000:]
 
 
 # --------------------------------------------------------------------------- samplers
