@@ -17,6 +17,7 @@ import weakref
 import pytest
 
 from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
+from dataloader_rs._native import parked_workers
 
 from conftest import Range, in_forked_child, wait_until
 
@@ -603,3 +604,19 @@ def test_a_finished_iterator_that_outlived_its_loader_in_a_cycle_is_collected():
     ref = weakref.ref(owner)
     del owner
     assert wait_until(lambda: _collected(ref), timeout=10)
+
+
+def test_a_loader_in_a_cycle_with_its_live_iterator_is_collected_and_frees_its_threads():
+    # Mid-epoch: the workers wait for room in the ring (32 batches, 4 in flight), holding the
+    # loader's objects from Rust, which the collector does not see; the loader and the iterator
+    # must still be collected, and the workers go back to the lot, ready for another loader.
+    # Threads parked by earlier tests end first (WORKER_KEEP), so only this test's are counted.
+    gc.collect()
+    assert wait_until(lambda: parked_workers() == 0, timeout=30)
+    owner = _Owner(lambda o: PyDataloader(Range(64), batch_size=2, num_workers=2, collate_fn=o.collate))
+    owner.it = iter(owner.loader)
+    assert next(owner.it) == [0, 1]
+    refs = [weakref.ref(x) for x in (owner, owner.loader, owner.it)]
+    del owner
+    assert wait_until(lambda: all(_collected(r) for r in refs), timeout=10), [r() for r in refs]
+    assert wait_until(lambda: parked_workers() == 2, timeout=10), parked_workers()
