@@ -2,7 +2,7 @@
 //!
 //! A job never waits for a thread that may block: when no thread is idle the pool starts one,
 //! so work that an abandoned epoch is still finishing never delays the next epoch. A job queued
-//! while another job is returning without blocking ([`Leaving`], counted in `returning`) waits
+//! while another job is returning without blocking (`Leaving`, counted in `returning`) waits
 //! for that thread instead: the epoch that just ended hands its threads to the next one, which
 //! so runs on the same threads (a new thread per epoch would lose the per-thread state a
 //! dataset built). Threads beyond the pool's size retire as soon as they find nothing to do,
