@@ -1203,6 +1203,46 @@ mod model {
         shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5)
     }
 
+    /// Epochs started one right after the other on one pool run on its threads: the runners
+    /// of the epoch that just ended, however far they got on their way back, are waited for,
+    /// and no thread is started beyond the pool's size.
+    #[test]
+    fn back_to_back_epochs_start_no_thread_beyond_the_pool() {
+        check(
+            || {
+                let workers = 2;
+                let config = Config {
+                    num_workers: workers,
+                    prefetch_depth: 1,
+                    ..Config::default()
+                };
+                let turns = takes_turns();
+                let pool = Pool::new(workers, "model");
+                for _ in 0..3 {
+                    let source = Arc::new(Numbered {
+                        loads: (0..3).map(|_| AtomicUsize::new(0)).collect(),
+                        loading: AtomicUsize::new(0),
+                        most_loading: AtomicUsize::new(0),
+                        turns,
+                    });
+                    let plan = EpochPlan::new(Order::Sequential { len: 3 }, 1, false);
+                    let epoch =
+                        Epoch::start(source, plan, pool.clone(), &config, 0, 0, Arc::default());
+                    assert!(pool.threads() <= workers, "{pool:?}");
+                    for b in 0..3 {
+                        match next(&epoch, b) {
+                            Recv::Batch(Ok(got)) => assert_eq!(got, b),
+                            other => panic!("batch {b}: {other:?}"),
+                        }
+                    }
+                    assert!(matches!(epoch.recv(None), Recv::Finished));
+                }
+                pool.shutdown();
+            },
+            2000,
+        );
+    }
+
     fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64) {
         check(
             move || {
