@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -16,6 +17,7 @@ import weakref
 import pytest
 
 from dataloader_rs import FileDataset, PyAsyncDataset, PyDataloader, PyDataset, _aio
+from dataloader_rs._native import parked_workers
 
 from conftest import Range, in_forked_child, wait_until
 
@@ -274,6 +276,43 @@ finally:
     proc = run_script(script, timeout=30)
     assert_clean_exit(proc)
     assert proc.stdout.strip() == "interrupted", proc.stderr[-2000:]
+
+
+def test_ctrl_c_while_next_waits_on_a_slow_getitem_ends_the_process_by_sigint(tmp_path):
+    # The interrupted program ends as CPython ends any program stopped by Ctrl-C (killed by
+    # SIGINT), without waiting for the worker still asleep in __getitem__ and without an abort.
+    ready = tmp_path / "ready"
+    script = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from dataloader_rs import PyDataloader, PyDataset
+class Slow(PyDataset):
+    def __len__(self): return 4
+    def __getitem__(self, i):
+        open(sys.argv[1], "w").close()
+        time.sleep(30)
+        return i
+next(iter(PyDataloader(Slow(), batch_size=1, num_workers=1)))
+"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), str(ready)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert wait_until(ready.exists, timeout=60)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)  # a guard against a hang, not a timing
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == -signal.SIGINT, (proc.returncode, stderr[-2000:])
+    assert "KeyboardInterrupt" in stderr, stderr[-2000:]
+    assert "FATAL" not in stderr, stderr[-2000:]
+    assert "Abort" not in stderr, stderr[-2000:]
+    assert "still running" not in stderr, stderr[-2000:]
 
 
 # --------------------------------------------------------------------------- samplers
@@ -565,3 +604,19 @@ def test_a_finished_iterator_that_outlived_its_loader_in_a_cycle_is_collected():
     ref = weakref.ref(owner)
     del owner
     assert wait_until(lambda: _collected(ref), timeout=10)
+
+
+def test_a_loader_in_a_cycle_with_its_live_iterator_is_collected_and_frees_its_threads():
+    # Mid-epoch: the workers wait for room in the ring (32 batches, 4 in flight), holding the
+    # loader's objects from Rust, which the collector does not see; the loader and the iterator
+    # must still be collected, and the workers go back to the lot, ready for another loader.
+    # Threads parked by earlier tests end first (WORKER_KEEP), so only this test's are counted.
+    gc.collect()
+    assert wait_until(lambda: parked_workers() == 0, timeout=30)
+    owner = _Owner(lambda o: PyDataloader(Range(64), batch_size=2, num_workers=2, collate_fn=o.collate))
+    owner.it = iter(owner.loader)
+    assert next(owner.it) == [0, 1]
+    refs = [weakref.ref(x) for x in (owner, owner.loader, owner.it)]
+    del owner
+    assert wait_until(lambda: all(_collected(r) for r in refs), timeout=10), [r() for r in refs]
+    assert wait_until(lambda: parked_workers() == 2, timeout=10), parked_workers()

@@ -296,6 +296,30 @@ def test_threading_local_values_live_as_long_as_the_worker_thread(workers, k):
     assert threading.get_native_id() not in ds.builds
 
 
+def test_epochs_back_to_back_run_on_num_workers_threads():
+    # "Created once and reused by every epoch": an epoch started right after the last one ended
+    # finds that epoch's workers still on their way back to the pool, and must wait for them
+    # rather than start threads. Both workers load a batch in every epoch (the barrier), so a
+    # thread started for an epoch shows up in the ids.
+    barrier = threading.Barrier(2, timeout=30)
+    ids: set[int] = set()
+
+    class BothWorkers(PyDataset[int]):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, index: int) -> int:
+            if index % 2 == 0:
+                barrier.wait()
+            ids.add(threading.get_native_id())
+            return index
+
+    loader = PyDataloader(BothWorkers(), batch_size=2, num_workers=2)
+    for _ in range(200):
+        assert [i for b in loader for i in b] == [0, 1, 2, 3]
+    assert len(ids) <= 2, f"200 epochs ran on {len(ids)} threads"
+
+
 def test_a_loader_made_after_another_was_dropped_runs_on_its_threads():
     # A fresh loader per epoch keeps its threads, and their threading.local tables: the
     # threads of a dropped loader wait (WORKER_KEEP, 2 s) for the next loader to take them.

@@ -374,6 +374,11 @@ class PyDataloader(Generic[B]):
     interface (its arguments in its positional order), with threads for workers. Iterating it
     again starts a new epoch.
 
+    At exit, loading stops between items and the exit waits at most 5 s for user code still
+    running on the workers; then the process ends with status 1 and a message. After Ctrl-C
+    (an uncaught ``KeyboardInterrupt``) it waits 0.1 s and ends as Python does after Ctrl-C:
+    killed by SIGINT (status 130 in a shell, -2 in ``subprocess``).
+
     Args:
         dataset: a ``PyDataset`` (or any object with ``__len__`` and ``__getitem__``), a
             ``PyAsyncDataset``, or a Rust dataset; not an iterable dataset (``TypeError``).

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::config::Config;
 use crate::error::{LoadError, worker_panic_message};
 use crate::plan::EpochPlan;
-use crate::pool::Pool;
+use crate::pool::{Leaving, Pool};
 use crate::source::{BatchCtx, Cancel, Source};
 use crate::stats::Stats;
 use crate::sync::{Condvar, Mutex, MutexGuard, lock, thread, wait, wait_timeout};
@@ -73,6 +73,11 @@ struct Ring<B, E> {
     /// The worker that claimed the last batch.
     last_claim: Option<usize>,
     peak_in_flight: u64,
+    /// Runner jobs of the epoch that have not left yet (started or still queued).
+    runners: usize,
+    /// Whether the pool counts the runners that had not left when the last batch was handed
+    /// out as returning ([`Pool::expect_returning`]).
+    runners_counted: bool,
 }
 
 impl<B, E> Ring<B, E> {
@@ -198,6 +203,8 @@ impl<S: Source> Epoch<S> {
                     turn_waiters: 0,
                     last_claim: None,
                     peak_in_flight: 0,
+                    runners: 0,
+                    runners_counted: false,
                 }),
                 ready: Condvar::new(),
                 space: Condvar::new(),
@@ -207,6 +214,7 @@ impl<S: Source> Epoch<S> {
             let runners = u64::try_from(num_workers)
                 .unwrap_or(u64::MAX)
                 .min(num_batches - start);
+            lock(&shared.ring).runners = usize::try_from(runners).unwrap_or(usize::MAX);
             for worker in 0..runners {
                 let (shared, source, plan) =
                     (Arc::clone(&shared), Arc::clone(&source), Arc::clone(&plan));
@@ -218,7 +226,10 @@ impl<S: Source> Epoch<S> {
                     worker: usize::try_from(worker).ok(),
                     epoch: number,
                 };
-                pool.execute(move || run_worker(&shared, &*source, &plan, ctx, num_batches));
+                pool.execute_leaving(move |leaving| {
+                    let _leave = Leave(&shared, leaving);
+                    run_worker(&shared, &*source, &plan, ctx, num_batches);
+                });
             }
             Mode::Workers(shared)
         };
@@ -352,9 +363,17 @@ impl<S: Source> Epoch<S> {
                 let outcome = ring.slots.pop_front().flatten().expect("landed");
                 ring.next_deliver += 1;
                 ring.consumer_in_recv = false;
+                let last = ring.next_deliver >= num_batches;
+                if last && !ring.runners_counted {
+                    // Every batch is loaded: the runners still here only return now, without
+                    // running the source again (those asleep are woken below). The next epoch's
+                    // runners, which the caller may start at once, wait for their threads.
+                    ring.runners_counted = true;
+                    epoch.pool.expect_returning(ring.runners);
+                }
                 let wake = ring.workers_waiting > 0;
                 drop(ring);
-                if wake && shared.turns {
+                if wake && (shared.turns || last) {
                     // The worker whose turn it is may not be the one a single wake would find.
                     shared.space.notify_all();
                 } else if wake {
@@ -664,6 +683,22 @@ impl<S: Source> Drop for InTurn<'_, S> {
     }
 }
 
+/// Counts a runner out of its epoch when its job ends (or unwinds), and tells the pool its
+/// thread is free now (or that it was counted when the last batch was handed out).
+struct Leave<'a, S: Source>(&'a Shared<S>, &'a Leaving<'a>);
+
+impl<S: Source> Drop for Leave<'_, S> {
+    fn drop(&mut self) {
+        let mut ring = lock(&self.0.ring);
+        ring.runners -= 1;
+        if ring.runners_counted {
+            self.1.counted();
+        } else {
+            self.1.now();
+        }
+    }
+}
+
 /// A worker: waits for room in the ring, then enters a [`Source::session`] and loads every
 /// batch it can claim, back to back, storing each in its slot.
 ///
@@ -903,6 +938,8 @@ mod tests {
             turn_waiters: 2,
             last_claim: Some(0),
             peak_in_flight: 0,
+            runners: 2,
+            runners_counted: false,
         };
         let (w0, w1) = (Some(0), Some(1));
         assert!(
@@ -1122,6 +1159,46 @@ mod model {
     /// The model picks whether the source takes turns with the consumer.
     fn takes_turns() -> bool {
         shuttle::rand::Rng::gen_bool(&mut shuttle::rand::thread_rng(), 0.5)
+    }
+
+    /// Epochs started one right after the other on one pool run on its threads: the runners
+    /// of the epoch that just ended, however far they got on their way back, are waited for,
+    /// and no thread is started beyond the pool's size.
+    #[test]
+    fn back_to_back_epochs_start_no_thread_beyond_the_pool() {
+        check(
+            || {
+                let workers = 2;
+                let config = Config {
+                    num_workers: workers,
+                    prefetch_depth: 1,
+                    ..Config::default()
+                };
+                let turns = takes_turns();
+                let pool = Pool::new(workers, "model");
+                for _ in 0..3 {
+                    let source = Arc::new(Numbered {
+                        loads: (0..3).map(|_| AtomicUsize::new(0)).collect(),
+                        loading: AtomicUsize::new(0),
+                        most_loading: AtomicUsize::new(0),
+                        turns,
+                    });
+                    let plan = EpochPlan::new(Order::Sequential { len: 3 }, 1, false);
+                    let epoch =
+                        Epoch::start(source, plan, pool.clone(), &config, 0, 0, Arc::default());
+                    assert!(pool.threads() <= workers, "{pool:?}");
+                    for b in 0..3 {
+                        match next(&epoch, b) {
+                            Recv::Batch(Ok(got)) => assert_eq!(got, b),
+                            other => panic!("batch {b}: {other:?}"),
+                        }
+                    }
+                    assert!(matches!(epoch.recv(None), Recv::Finished));
+                }
+                pool.shutdown();
+            },
+            2000,
+        );
     }
 
     fn every_batch_once_in_order(workers: usize, prefetch: usize, batches: u64) {

@@ -1,8 +1,12 @@
 //! The worker threads of one loader: created on demand, kept for every later epoch.
 //!
-//! A job never waits for a thread: when no thread is idle the pool starts one, so work that an
-//! abandoned epoch is still finishing never delays the next epoch. Threads beyond the pool's
-//! size retire as soon as they find nothing to do, so the pool settles back to its size.
+//! A job never waits for a thread that may block: when no thread is idle the pool starts one,
+//! so work that an abandoned epoch is still finishing never delays the next epoch. A job queued
+//! while another job is returning without blocking (`Leaving`, counted in `returning`) waits
+//! for that thread instead: the epoch that just ended hands its threads to the next one, which
+//! so runs on the same threads (a new thread per epoch would lose the per-thread state a
+//! dataset built). Threads beyond the pool's size retire as soon as they find nothing to do,
+//! so the pool settles back to its size.
 //! Threads have 8 MiB stacks (a main thread's usual size). A pool made with [`Pool::in_lot`]
 //! takes its threads from a [`Lot`] when it has some and gives them back there when it no
 //! longer needs them (see [`Lot`]).
@@ -11,6 +15,7 @@
 //! held by one of them: [`Pool::for_this_process`] notices the changed pid, leaks the parent's
 //! state untouched and starts afresh.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -22,7 +27,7 @@ use crate::sync::{Condvar, Instant, Mutex, lock, thread, wait, wait_timeout};
 /// The stack size of worker threads.
 pub const STACK_SIZE: usize = 8 << 20;
 
-type Job = Box<dyn FnOnce() + Send + 'static>;
+type Job = Box<dyn FnOnce(&Leaving<'_>) + Send + 'static>;
 
 #[derive(Default)]
 struct State {
@@ -31,10 +36,17 @@ struct State {
     idle: usize,
     /// Live threads.
     threads: usize,
+    /// Threads started (or adopted from the lot) for a queued job that have not reached the
+    /// queue yet: each takes a job there, as a woken idle thread does.
+    starting: usize,
     shutdown: bool,
     /// Idle threads that `shutdown` already counted as parked in the pool's [`Lot`]: that many
     /// of the idle threads it woke go there without taking a job.
     donated: usize,
+    /// Jobs that are returning, or will return when they run, without blocking
+    /// ([`Leaving::now`], [`Pool::expect_returning`]): each frees its thread soon, which takes
+    /// a queued job then, so a job queued meanwhile starts no thread.
+    returning: usize,
 }
 
 struct Inner {
@@ -117,16 +129,23 @@ impl Pool {
         self
     }
 
-    /// Runs `job` on a pool thread, starting one (or taking one from the lot) if none is idle.
-    /// After [`Pool::shutdown`], each job gets a thread of its own.
+    /// Runs `job` on a pool thread, starting one (or taking one from the lot) if none is idle
+    /// or returning. After [`Pool::shutdown`], each job gets a thread of its own.
     pub fn execute(&self, job: impl FnOnce() + Send + 'static) {
+        self.execute_leaving(move |_| job());
+    }
+
+    /// [`Pool::execute`] for a job that tells the pool when it is about to return
+    /// ([`Leaving`]).
+    pub(crate) fn execute_leaving(&self, job: impl FnOnce(&Leaving<'_>) + Send + 'static) {
         let mut st = lock(&self.inner.state);
         st.queue.push_back(Box::new(job));
-        if !st.shutdown && st.idle >= st.queue.len() {
+        if !st.shutdown && st.idle + st.starting + st.returning >= st.queue.len() {
             drop(st);
             self.inner.work.notify_one();
         } else {
             st.threads += 1;
+            st.starting += 1;
             drop(st);
             self.spawn();
         }
@@ -157,6 +176,14 @@ impl Pool {
         self.inner.work.notify_all();
     }
 
+    /// Counts `n` jobs of this pool, running or queued, that will return without blocking and
+    /// each call [`Leaving::counted`] (once the pool is theirs: not in a forked child).
+    pub(crate) fn expect_returning(&self, n: usize) {
+        if n > 0 && self.pid == crate::pid::current() {
+            lock(&self.inner.state).returning += n;
+        }
+    }
+
     fn spawn(&self) {
         let mut inner = Arc::clone(&self.inner);
         if let Some(lot) = self.inner.lot {
@@ -171,9 +198,36 @@ impl Pool {
             .spawn(move || thread_main(inner));
         if let Err(e) = spawned {
             // Out of threads: the queued job is run by the next thread that frees up.
-            lock(&self.inner.state).threads -= 1;
+            let mut st = lock(&self.inner.state);
+            st.threads -= 1;
+            st.starting -= 1;
             eprintln!("dataloader-rs: could not start a worker thread: {e}");
         }
+    }
+}
+
+/// What a job tells its pool about its end. A job that returns without blocking from some point
+/// on says so there ([`Leaving::now`]), in the same critical section that makes its end known
+/// (an epoch's last batch, the last item of a batch): whoever learns it and queues a job then
+/// finds the thread counted as all but free, and the job waits for it instead of starting a
+/// thread. Saying it and then blocking would delay the jobs queued meanwhile.
+pub(crate) struct Leaving<'a> {
+    inner: &'a Inner,
+    /// Counted in `returning`: the thread takes the count back when the job has returned.
+    told: Cell<bool>,
+}
+
+impl Leaving<'_> {
+    /// The job returns now without blocking.
+    pub(crate) fn now(&self) {
+        if !self.told.replace(true) {
+            lock(&self.inner.state).returning += 1;
+        }
+    }
+
+    /// The job was counted by [`Pool::expect_returning`] already.
+    pub(crate) fn counted(&self) {
+        self.told.set(true);
     }
 }
 
@@ -202,13 +256,21 @@ fn thread_main(mut inner: Arc<Inner>) {
 
 fn run(inner: &Inner) -> Left {
     let mut st = lock(&inner.state);
+    st.starting -= 1;
     loop {
         if let Some(job) = st.queue.pop_front() {
             drop(st);
+            let leaving = Leaving {
+                inner,
+                told: Cell::new(false),
+            };
             // A panicking job must not take the thread's bookkeeping down with it; jobs report
             // their own panics (see `epoch`), so the payload is dropped here.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&leaving)));
             st = lock(&inner.state);
+            if leaving.told.get() {
+                st.returning -= 1;
+            }
             continue;
         }
         if st.shutdown || st.threads > inner.size {
@@ -515,6 +577,70 @@ mod tests {
         assert_ne!(threads_of(&y, 1), ids);
         assert_eq!(X.parked(), 1);
         y.shutdown();
+    }
+
+    /// A source whose runners, on leaving their session, wait until the test started the
+    /// epoch after the one they loaded for: the next epoch always starts while the last one's
+    /// runners are still on their way back to the pool.
+    #[derive(Default)]
+    struct Gated {
+        /// Epochs the test started.
+        started: Mutex<u64>,
+        opened: Condvar,
+        threads: Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+    }
+
+    thread_local! {
+        static LOADED_FOR: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    impl crate::Source for Gated {
+        type Batch = u64;
+        type Error = ();
+
+        fn load_batch(
+            &self,
+            indices: &[u64],
+            ctx: &crate::BatchCtx,
+        ) -> Result<u64, crate::LoadError<()>> {
+            lock(&self.threads).insert(std::thread::current().id());
+            LOADED_FOR.with(|e| e.set(ctx.epoch_number()));
+            Ok(indices[0])
+        }
+
+        fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+            let r = f();
+            let after = LOADED_FOR.with(std::cell::Cell::get) + 1;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut started = lock(&self.started);
+            while *started <= after && Instant::now() < deadline {
+                started = wait_timeout(&self.opened, started, Duration::from_millis(100)).0;
+            }
+            r
+        }
+    }
+
+    #[test]
+    fn an_epoch_hands_its_threads_to_the_next() {
+        let config = crate::Config {
+            num_workers: 2,
+            // Room for every batch: a runner leaves its session only when the epoch is over.
+            prefetch_depth: 8,
+            ..crate::Config::default()
+        };
+        let loader = crate::Loader::new(Gated::default(), config).unwrap();
+        let source = std::sync::Arc::clone(loader.source());
+        for n in 0..50 {
+            let epoch = loader.epoch_numbered(crate::Order::Sequential { len: 8 }, 0, n);
+            *lock(&source.started) = n + 1;
+            source.opened.notify_all();
+            let got: Vec<u64> = (&epoch).map(Result::unwrap).collect();
+            assert_eq!(got, (0..8).collect::<Vec<_>>());
+        }
+        *lock(&source.started) = u64::MAX;
+        source.opened.notify_all();
+        let threads = lock(&source.threads).len();
+        assert!(threads <= 2, "50 epochs ran on {threads} threads");
     }
 
     #[test]

@@ -301,9 +301,12 @@ impl BatchCtx {
         });
         for _ in 0..helpers {
             let shared = Arc::clone(&shared);
-            self.pool.execute(move || {
+            self.pool.execute_leaving(move |leaving| {
                 shared.work();
                 let mut running = lock(&shared.running_helpers);
+                // Before the batch learns its items are done: the next batch's helpers, which
+                // its worker may start at once, then wait for this thread.
+                leaving.now();
                 *running -= 1;
                 if *running == 0 {
                     shared.helpers_done.notify_all();

@@ -18,7 +18,10 @@
 //! `interpreter_exiting` abandons every live epoch and waits, with the interpreter released,
 //! until no loader thread is attached. A thread still attached after [`EXIT_WAIT`] runs user
 //! code that does not return (a `__getitem__` that sleeps, say): the process then ends at once
-//! with status 1 and a message on stderr, as `os._exit(1)`, rather than abort later.
+//! with status 1 and a message on stderr, as `os._exit(1)`, rather than abort later. An exit
+//! caused by an uncaught `KeyboardInterrupt` (Ctrl-C) waits only [`INTERRUPT_WAIT`] and then
+//! ends the process as CPython itself would after it: by SIGINT (status 130 in a shell, -2 in
+//! `subprocess`), with no message beyond the traceback already printed.
 
 use std::cell::Cell;
 use std::ptr;
@@ -43,6 +46,10 @@ static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// How long `interpreter_exiting` waits for the loader's threads to leave the interpreter.
 pub const EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// [`EXIT_WAIT`] after Ctrl-C: the user wants the prompt back now, and threads that are not
+/// in user code leave far sooner than this.
+pub const INTERRUPT_WAIT: Duration = Duration::from_millis(100);
 
 /// The thread state this thread made and keeps (detached), or null when it made none.
 struct Kept(Cell<*mut ffi::PyThreadState>);
@@ -241,44 +248,99 @@ pub fn forked_child() {
 /// Registered with `atexit` by the module: the interpreter is shutting down. From now on the
 /// loader's threads do not enter the interpreter, and no thread state is made or deleted by
 /// them. Every live epoch is abandoned, then this waits, with the interpreter released, at
-/// most [`EXIT_WAIT`], until no loader thread is attached, no Python thread waits on a loader
-/// ([`detach_counted`]) and the deletions under way are done. A thread still attached then runs user code that did not return: the process ends
-/// here (status 1, a message on stderr), before finalization could abort it.
+/// most [`EXIT_WAIT`] ([`INTERRUPT_WAIT`] after an uncaught `KeyboardInterrupt`), until no
+/// loader thread is attached, no Python thread waits on a loader ([`detach_counted`]) and the
+/// deletions under way are done. A thread still attached then runs user code that did not
+/// return: the process ends here, before finalization could abort it: by SIGINT after an
+/// uncaught `KeyboardInterrupt` (the status CPython gives it), else with status 1 and a
+/// message on stderr.
 #[pyfunction]
 pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
     EXITING.store(true, Ordering::SeqCst);
     dlrs_core::source::abandon_live_epochs();
-    // Not sliced: bounded (`EXIT_WAIT`), and a KeyboardInterrupt here would skip the shutdown.
+    let interrupted = uncaught_keyboard_interrupt(py);
+    let limit = if interrupted {
+        INTERRUPT_WAIT
+    } else {
+        EXIT_WAIT
+    };
+    // Not sliced: bounded, and a KeyboardInterrupt here would skip the shutdown.
     let attached = py.detach(|| {
         let start = Instant::now();
         loop {
             let attached = ATTACHED.load(Ordering::SeqCst) + WAITING.load(Ordering::SeqCst);
             let busy = attached > 0 || DELETING.load(Ordering::SeqCst) > 0;
-            if !busy || start.elapsed() >= EXIT_WAIT {
+            if !busy || start.elapsed() >= limit {
                 return attached;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    if attached > 0 {
-        let message = format!(
-            "dataloader-rs: {attached} thread(s) still running Python code (a \
-             __getitem__, transform or collate_fn that did not return) {} s after the \
-             interpreter began to exit; ending the process now with status 1, as \
-             os._exit(1) (finalizing the interpreter under them would abort it)\n",
-            EXIT_WAIT.as_secs()
-        );
-        let sys = py.import("sys")?;
-        for stream in ["stdout", "stderr"] {
-            if let Ok(s) = sys.getattr(stream) {
-                let _ = s.call_method0("flush");
-            }
-        }
-        if let Ok(stderr) = sys.getattr("stderr") {
-            let _ = stderr.call_method1("write", (message,));
-            let _ = stderr.call_method0("flush");
-        }
-        py.import("os")?.call_method1("_exit", (1,))?;
+    if attached == 0 {
+        return Ok(());
     }
+    let sys = py.import("sys")?;
+    for stream in ["stdout", "stderr"] {
+        if let Ok(s) = sys.getattr(stream) {
+            let _ = s.call_method0("flush");
+        }
+    }
+    if interrupted {
+        end_by_sigint(py);
+    }
+    let message = format!(
+        "dataloader-rs: {attached} thread(s) still running Python code (a \
+         __getitem__, transform or collate_fn that did not return) {} s after the \
+         interpreter began to exit; ending the process now with status 1, as \
+         os._exit(1) (finalizing the interpreter under them would abort it)\n",
+        EXIT_WAIT.as_secs()
+    );
+    if let Ok(stderr) = sys.getattr("stderr") {
+        let _ = stderr.call_method1("write", (message,));
+        let _ = stderr.call_method0("flush");
+    }
+    py.import("os")?.call_method1("_exit", (1,))?;
     Ok(())
+}
+
+/// Whether the program ends because of an uncaught `KeyboardInterrupt`: CPython printed it
+/// and kept it in `sys.last_exc` (`sys.last_value` before 3.12), and will end the process by
+/// SIGINT after finalizing. Not in an interactive session, where that is an earlier error the
+/// prompt already reported.
+fn uncaught_keyboard_interrupt(py: Python<'_>) -> bool {
+    let check = || -> PyResult<bool> {
+        let sys = py.import("sys")?;
+        if sys.hasattr("ps1")? || sys.getattr("flags")?.getattr("interactive")?.is_truthy()? {
+            return Ok(false);
+        }
+        let last = match sys.getattr("last_exc") {
+            Ok(e) => e,
+            Err(_) => sys.getattr("last_value")?,
+        };
+        Ok(last.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>())
+    };
+    check().unwrap_or(false)
+}
+
+/// Ends the process as CPython ends it after an uncaught `KeyboardInterrupt`: SIGINT with its
+/// default action, so a shell sees the program killed by Ctrl-C; 130 (128 + SIGINT, CPython's
+/// own fallback) if the signal cannot be raised.
+fn end_by_sigint(py: Python<'_>) -> ! {
+    let raise = || -> PyResult<()> {
+        let signal = py.import("signal")?;
+        let sigint = signal.getattr("SIGINT")?;
+        signal.call_method1("signal", (&sigint, signal.getattr("SIG_DFL")?))?;
+        let os = py.import("os")?;
+        os.call_method1("kill", (os.call_method0("getpid")?, &sigint))?;
+        Ok(())
+    };
+    if raise().is_ok() {
+        // The signal may reach another thread first; this one keeps the interpreter (no
+        // loader thread comes back into Python) until it has ended the process.
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let _ = py
+        .import("os")
+        .and_then(|os| os.call_method1("_exit", (130,)));
+    std::process::exit(130)
 }

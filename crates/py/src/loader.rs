@@ -17,7 +17,7 @@ use dlrs_io::Runtime;
 
 use crate::datasets::rust_dataset;
 use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
-use crate::gc::only;
+use crate::gc::Refs;
 use crate::pipeline::Pipeline;
 use crate::run::{Limit, RunState, Skipper};
 use crate::seam::{Slice, wait_interruptibly};
@@ -78,12 +78,13 @@ pub struct Loader {
     shuffle: Option<Shuffle>,
     /// The transform threads of an async or Rust dataset (0 otherwise).
     transform_threads: usize,
-    /// The event loop of a `PyAsyncDataset`, shared with the iterators.
-    event_loop: Option<Arc<CloseOnDrop>>,
     /// Sharding, resume and progress.
     run: Arc<RunState>,
     /// Skipping failed items (Python datasets).
     skipper: Arc<Skipper>,
+    /// The Python objects of the source and the event loop of a `PyAsyncDataset`, shared with
+    /// the iterators (see `crate::gc`).
+    refs: Py<Refs>,
 }
 
 /// What `_loader.py` hands the native loader, as a dict: the kind of dataset and what loads
@@ -166,6 +167,7 @@ impl Loader {
                 }
                 let item_concurrency = common.item_concurrency;
                 Self::over_futures(
+                    py,
                     &common,
                     runtime_threads,
                     pipeline,
@@ -191,6 +193,7 @@ impl Loader {
                 // One `__getitems__` call per batch only when the items go one at a time.
                 let getitems = spec.getitems.filter(|_| item_concurrency == 1);
                 Self::over_futures(
+                    py,
                     &common,
                     runtime_threads,
                     pipeline,
@@ -312,16 +315,9 @@ impl Loader {
         }
     }
 
-    /// Reports the dataset's callables and the event loop while no iterator or worker shares
-    /// them (see `crate::gc`).
+    /// Reports its reference to the loader's Python objects (see `crate::gc`).
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if let Some(source) = only(self.inner.source()) {
-            source.visit(&visit)?;
-        }
-        if let Some(guard) = self.event_loop.as_ref().and_then(only) {
-            visit.call(&guard.0)?;
-        }
-        Ok(())
+        visit.call(&self.refs)
     }
 
     /// Skip failed items: at most `count` per epoch, or `fraction` of it.
@@ -399,13 +395,14 @@ impl Loader {
     #[pyo3(signature = (len, *, seed=None, timeout=None))]
     fn epoch_over(
         &self,
+        py: Python<'_>,
         len: u64,
         seed: Option<u64>,
         timeout: Option<f64>,
     ) -> PyResult<BatchIterator> {
         let timeout = timeout_arg(timeout)?;
         let e = self.inner.advance_epoch();
-        Ok(self.start(self.order(len, e, seed), e, timeout))
+        Ok(self.start(py, self.order(len, e, seed), e, timeout))
     }
 
     /// Starts the next epoch in the order of `sampler` (an iterable of indices) or with the
@@ -414,6 +411,7 @@ impl Loader {
     #[pyo3(signature = (*, sampler=None, batch_sampler=None, timeout=None))]
     fn epoch_from(
         &self,
+        py: Python<'_>,
         sampler: Option<&Bound<'_, PyAny>>,
         batch_sampler: Option<&Bound<'_, PyAny>>,
         timeout: Option<f64>,
@@ -435,7 +433,7 @@ impl Loader {
             }
         };
         let e = self.inner.advance_epoch();
-        Ok(self.start_plan(plan, e, timeout))
+        Ok(self.start_plan(py, plan, e, timeout))
     }
 }
 
@@ -453,6 +451,7 @@ impl Loader {
     /// Starts an epoch of `plan` (not sharded here: see `start`).
     fn start_plan(
         &self,
+        py: Python<'_>,
         plan: dlrs_core::EpochPlan,
         number: u64,
         timeout: Option<Duration>,
@@ -465,11 +464,12 @@ impl Loader {
             },
             Epoch::id,
         );
-        self.iterator(epoch, number, timeout)
+        self.iterator(py, epoch, number, timeout)
     }
 
     fn iterator(
         &self,
+        py: Python<'_>,
         epoch: Epoch<AnySource>,
         number: u64,
         timeout: Option<Duration>,
@@ -483,10 +483,10 @@ impl Loader {
             number,
             epoch,
             busy: AtomicBool::new(false),
-            _event_loop: self.event_loop.clone(),
             workers: config.num_workers > 0,
             timeout,
             inline_releases: config.num_workers == 0 && config.item_concurrency > 1,
+            refs: self.refs.clone_ref(py),
         }
     }
 
@@ -524,19 +524,21 @@ impl Loader {
             gil: crate::attach::gil_enabled(py)?,
         });
         let inner = dlrs_core::Loader::new(source, config).map_err(|e| core_error(&e))?;
+        let refs = Refs::new(py, Arc::clone(inner.source()), None)?;
         Ok(Self {
             inner,
             shuffle: common.shuffle(),
             transform_threads: 0,
-            event_loop: None,
             run: Arc::default(),
             skipper,
+            refs,
         })
     }
 
     /// The set-up shared by the Rust and async datasets: their tokio runtime, the transform
     /// pool, and a core loader over the source `make` builds from them.
     fn over_futures(
+        py: Python<'_>,
         common: &Common,
         runtime_threads: Option<usize>,
         pipeline: Pipeline,
@@ -556,19 +558,26 @@ impl Loader {
         // (`Source::extra_threads`).
         let inner =
             dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+        let refs = Refs::new(py, Arc::clone(inner.source()), event_loop)?;
         Ok(Self {
             inner,
             shuffle: common.shuffle(),
             transform_threads,
-            event_loop,
             run: Arc::default(),
             skipper,
+            refs,
         })
     }
 
     /// Starts an epoch of this rank's share of `order`, cut into batches of `batch_size`.
-    fn start(&self, order: Order, number: u64, timeout: Option<Duration>) -> BatchIterator {
-        self.start_plan(self.plan(order), number, timeout)
+    fn start(
+        &self,
+        py: Python<'_>,
+        order: Order,
+        number: u64,
+        timeout: Option<Duration>,
+    ) -> BatchIterator {
+        self.start_plan(py, self.plan(order), number, timeout)
     }
 
     /// The plan of an epoch in `order`: this rank's share of it, in batches.
@@ -680,7 +689,12 @@ fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
 }
 
 /// The batches of one epoch, in order.
-#[pyclass(frozen, module = "dataloader_rs._native", name = "BatchIterator")]
+#[pyclass(
+    frozen,
+    weakref,
+    module = "dataloader_rs._native",
+    name = "BatchIterator"
+)]
 pub struct BatchIterator {
     epoch: Epoch<AnySource>,
     /// Counts the items handed out.
@@ -690,14 +704,15 @@ pub struct BatchIterator {
     /// Where checkpoints read the progress.
     run: Arc<RunState>,
     busy: AtomicBool,
-    /// Keeps the event loop of a `PyAsyncDataset` open while the iterator lives.
-    _event_loop: Option<Arc<CloseOnDrop>>,
     workers: bool,
     /// How long `next()` waits for a batch before it raises (workers only).
     timeout: Option<Duration>,
     /// Without workers but with concurrent items, this thread waits for helpers that need the
     /// interpreter, so it releases it while the batch loads.
     inline_releases: bool,
+    /// The loader's Python objects (see `crate::gc`); also keeps the event loop of a
+    /// `PyAsyncDataset` open while the iterator lives. Dropped after the epoch.
+    refs: Py<Refs>,
 }
 
 /// Marks an iterator as being advanced; a second thread gets RuntimeError.
@@ -785,19 +800,10 @@ impl BatchIterator {
         self.number
     }
 
-    /// Reports what the iterator alone keeps alive: the dataset once its loader is gone (and
-    /// its workers are done), the event loop. Batches waiting in the ring are not reported.
+    /// Reports its reference to the loader's Python objects (see `crate::gc`). Batches
+    /// waiting in the ring are not reported.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        if self.epoch.is_inherited() {
-            return Ok(());
-        }
-        if let Some(source) = only(self.epoch.source()) {
-            source.visit(&visit)?;
-        }
-        if let Some(guard) = self._event_loop.as_ref().and_then(only) {
-            visit.call(&guard.0)?;
-        }
-        Ok(())
+        visit.call(&self.refs)
     }
 
     /// The batches handed out so far (counting those a resumed epoch skipped).

@@ -102,7 +102,7 @@ impl AnySource {
     pub(crate) fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
         match self {
             Self::Python(s) => s.visit(visit),
-            Self::Rust(s) => rust::PyStages::visit_only(s.stages(), visit),
+            Self::Rust(s) => s.stages().visit(visit),
             Self::Async(s) => s.visit(visit),
         }
     }

@@ -14,7 +14,6 @@ use pyo3::types::{PyList, PyType};
 use dlrs_core::{BatchCtx, LoadError, Source};
 
 use crate::errors::no_stop_iteration;
-use crate::gc::only;
 use crate::pipeline::{Loaded, Pipeline};
 use crate::run::Skipper;
 use crate::worker::Slot;
@@ -184,11 +183,9 @@ pub struct PySource {
 }
 
 impl PySource {
-    /// Visits the dataset's callables unless an item helper shares them.
+    /// Visits the dataset's callables (for [`crate::gc::Refs`]).
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        let Some(calls) = only(&self.calls) else {
-            return Ok(());
-        };
+        let calls = &self.calls;
         visit.call(&calls.getitem)?;
         visit.call(&calls.getitems)?;
         visit.call(&calls.coroutine_type)?;

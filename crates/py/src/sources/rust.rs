@@ -13,7 +13,6 @@ use dlrs_io::{ItemAt, Stages};
 
 use super::skip_or_fail;
 use crate::errors::io_error;
-use crate::gc::only;
 use crate::pipeline::{Loaded, Pipeline, Sample};
 
 /// A Rust dataset (`HttpDataset`, `FileDataset`, `ObjectStoreDataset`, `TarDataset`), loaded a
@@ -39,13 +38,9 @@ impl PyStages {
         })
     }
 
-    /// Visits the pipeline's Python callables unless a transform job shares them (see
-    /// [`crate::gc`]).
-    pub fn visit_only(stages: &Arc<PyStages>, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match only(stages).and_then(|s| only(&s.0)) {
-            Some(pipeline) => pipeline.visit(visit),
-            None => Ok(()),
-        }
+    /// Visits the pipeline's Python callables (for [`crate::gc::Refs`]).
+    pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.0.visit(visit)
     }
 }
 

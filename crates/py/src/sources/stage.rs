@@ -47,9 +47,9 @@ impl Stage {
         self.stages.pipeline()
     }
 
-    /// Visits the pipeline's Python callables unless a transform job shares them.
+    /// Visits the pipeline's Python callables.
     pub fn visit(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
-        PyStages::visit_only(&self.stages, visit)
+        self.stages.visit(visit)
     }
 
     /// Transforms `sample` of item `at` on `pool` (the loader's); a future that is ready at
