@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from dataloader_rs import _aio, _native
+from dataloader_rs._accelerate_state import in_gradient_state, route_skip_first_batches
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset
 from dataloader_rs._errors import Failure
 from dataloader_rs._workers import get_worker_info
@@ -311,8 +312,6 @@ def _route_skip_first_batches() -> None:
     global _skip_routed
     if _skip_routed or "accelerate" not in sys.modules:
         return
-    from dataloader_rs.accelerate import route_skip_first_batches
-
     _skip_routed = route_skip_first_batches()
 
 
@@ -418,6 +417,9 @@ class PyDataloader(Generic[B]):
             torchrun's environment when an epoch starts).
         max_failures: skip failed items, at most a count or a fraction of the epoch.
     """
+
+    #: ``accelerate.skip_first_batches`` hands it to ``self.skip_first_batches``.
+    _skips_its_own_batches = True
 
     def __init__(
         self,
@@ -912,8 +914,6 @@ class PyDataloader(Generic[B]):
         self._last_iter = (batches.epoch, batches.position)
         self._resume_position = None
         if "accelerate.state" in sys.modules:
-            from dataloader_rs.accelerate import in_gradient_state
-
             return in_gradient_state(batches)  # type: ignore[no-any-return]
         return batches
 
@@ -947,6 +947,9 @@ class SkipFirstBatches(Generic[B]):
     """A ``PyDataloader`` whose every epoch starts at batch ``num_batches``: what
     ``loader.skip_first_batches(n)`` returns. The epochs are the loader's own (``set_epoch``
     names them; iterating the loader itself gives whole epochs)."""
+
+    #: ``accelerate.skip_first_batches`` hands it to ``self.skip_first_batches``.
+    _skips_its_own_batches = True
 
     def __init__(self, loader: PyDataloader[B], num_batches: int) -> None:
         self.loader = loader
