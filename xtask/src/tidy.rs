@@ -188,6 +188,33 @@ mod tests {
     }
 
     #[test]
+    fn only_the_seam_releases_the_interpreter() {
+        // Every wait of Python on Rust, and every stretch of Rust work a Python thread does
+        // without the interpreter, goes through crates/py/src/seam.rs (signals, exit counting).
+        let mut files = Vec::new();
+        rust_files(&root().join("crates/py/src"), &mut files);
+        assert!(files.len() > 10);
+        for f in files {
+            if f.ends_with("seam.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap();
+            for needle in [".detach(", "allow_threads(", "PyEval_SaveThread"] {
+                let outside_comments = text
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .any(|l| l.contains(needle));
+                let kept_state = needle == "PyEval_SaveThread" && f.ends_with("attach.rs");
+                assert!(
+                    !outside_comments || kept_state,
+                    "{} releases the interpreter itself ({needle}): go through seam.rs",
+                    f.display()
+                );
+            }
+        }
+    }
+
+    #[test]
     fn io_names_no_python_exception() {
         // dlrs-io classifies its errors by `ErrorKind`; only crates/py knows Python's names.
         let mut files = Vec::new();

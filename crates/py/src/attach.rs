@@ -25,24 +25,17 @@
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-
-/// Set once the interpreter runs its `atexit` handlers: from then on, threads neither keep
-/// nor delete thread states.
-static EXITING: AtomicBool = AtomicBool::new(false);
 
 /// Threads deleting their thread state right now (see `Kept::drop`).
 static DELETING: AtomicUsize = AtomicUsize::new(0);
 
 /// Loader threads inside [`attach`] right now (nested calls count again).
 static ATTACHED: AtomicUsize = AtomicUsize::new(0);
-
-/// Python threads waiting on the loader with the interpreter released ([`detach_counted`]).
-static WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// How long `interpreter_exiting` waits for the loader's threads to leave the interpreter.
 pub const EXIT_WAIT: Duration = Duration::from_secs(5);
@@ -58,7 +51,7 @@ impl Kept {
     /// Whether this thread should make a thread state and keep it: it has none, it made none,
     /// and the interpreter runs and is not exiting.
     fn needs_state(&self) -> bool {
-        if !self.0.get().is_null() || EXITING.load(Ordering::SeqCst) {
+        if !self.0.get().is_null() || crate::seam::exiting() {
             return false;
         }
         // SAFETY: both calls only read the runtime's state; they are safe at any time after
@@ -91,13 +84,13 @@ impl Drop for Kept {
         if state.is_null() {
             return;
         }
-        // Announce the deletion before checking `EXITING` (both sequentially consistent):
+        // Announce the deletion before checking `seam::exiting` (both sequentially consistent):
         // either this thread sees the interpreter exiting and leaves the state, or
         // `interpreter_exiting` sees this deletion and waits for it, with the interpreter
         // released, before finalization begins. So no thread waits for the interpreter while it
         // finalizes (CPython would end such a thread in the middle of this destructor).
         DELETING.fetch_add(1, Ordering::SeqCst);
-        if !EXITING.load(Ordering::SeqCst) {
+        if !crate::seam::exiting() {
             // SAFETY: `state` is this thread's own thread state, detached by `KeepOnLeave` and
             // not used since (every attach after it released it again). The interpreter is not
             // finalizing (checked above, and `interpreter_exiting` waits for this block), so
@@ -182,12 +175,12 @@ pub fn try_attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
         // or a loader thread inside its first `attach`, already counted.
         return Some(Python::attach(f));
     }
-    // Counted before `EXITING` is read (both sequentially consistent): either this thread sees
+    // Counted before `seam::exiting` is read (both sequentially consistent): either this thread sees
     // the interpreter exiting and stays out, or `interpreter_exiting` sees it attached and
     // waits for it before finalization begins.
     ATTACHED.fetch_add(1, Ordering::SeqCst);
     let _counted = Counted;
-    if EXITING.load(Ordering::SeqCst) {
+    if crate::seam::exiting() {
         return None;
     }
     if KEPT.try_with(Kept::needs_state).unwrap_or(false) {
@@ -201,47 +194,13 @@ pub fn try_attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     Some(Python::attach(f))
 }
 
-/// Lowers [`WAITING`] when dropped.
-struct Waiting;
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        WAITING.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// `py.detach(f)` for a Python thread that waits on the loader (`__next__`). It comes back
-/// into the interpreter when `f` returns, which must not happen during finalization (a daemon
-/// thread iterating a loader at exit would abort the process): so the thread is counted, and
-/// the exit waits for it; once the interpreter exits, a thread other than the main one (which
-/// runs the `atexit` handlers) gets an error instead of waiting.
-pub fn detach_counted<T: Send>(py: Python<'_>, f: impl Send + FnOnce() -> T) -> PyResult<T> {
-    WAITING.fetch_add(1, Ordering::SeqCst);
-    let _waiting = Waiting;
-    if EXITING.load(Ordering::SeqCst) && !is_main_thread(py) {
-        return Err(pyo3::exceptions::PyRuntimeError::new_err(
-            "the interpreter is exiting: a dataloader-rs iterator cannot wait on this thread",
-        ));
-    }
-    Ok(py.detach(f))
-}
-
-fn is_main_thread(py: Python<'_>) -> bool {
-    let check = || -> PyResult<bool> {
-        let threading = py.import("threading")?;
-        let main = threading.call_method0("main_thread")?;
-        Ok(main.is(&threading.call_method0("current_thread")?))
-    };
-    check().unwrap_or(false)
-}
-
 /// Registered with `os.register_at_fork(after_in_child=...)` by the module: the threads the
 /// parent counted as attached, waiting or deleting do not exist in the child, whose exit must
 /// not wait for them.
 #[pyfunction]
 pub fn forked_child() {
     ATTACHED.store(0, Ordering::SeqCst);
-    WAITING.store(0, Ordering::SeqCst);
+    crate::seam::forget_waiting();
     DELETING.store(0, Ordering::SeqCst);
 }
 
@@ -249,14 +208,14 @@ pub fn forked_child() {
 /// loader's threads do not enter the interpreter, and no thread state is made or deleted by
 /// them. Every live epoch is abandoned, then this waits, with the interpreter released, at
 /// most [`EXIT_WAIT`] ([`INTERRUPT_WAIT`] after an uncaught `KeyboardInterrupt`), until no
-/// loader thread is attached, no Python thread waits on a loader ([`detach_counted`]) and the
+/// loader thread is attached, no Python thread waits on a loader (`seam::wait_on_loader`) and the
 /// deletions under way are done. A thread still attached then runs user code that did not
 /// return: the process ends here, before finalization could abort it: by SIGINT after an
 /// uncaught `KeyboardInterrupt` (the status CPython gives it), else with status 1 and a
 /// message on stderr.
 #[pyfunction]
 pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
-    EXITING.store(true, Ordering::SeqCst);
+    crate::seam::begin_exit();
     dlrs_core::source::abandon_live_epochs();
     let interrupted = uncaught_keyboard_interrupt(py);
     let limit = if interrupted {
@@ -264,18 +223,11 @@ pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
     } else {
         EXIT_WAIT
     };
-    // Not sliced: bounded, and a KeyboardInterrupt here would skip the shutdown.
-    let attached = py.detach(|| {
-        let start = Instant::now();
-        loop {
-            let attached = ATTACHED.load(Ordering::SeqCst) + WAITING.load(Ordering::SeqCst);
-            let busy = attached > 0 || DELETING.load(Ordering::SeqCst) > 0;
-            if !busy || start.elapsed() >= limit {
-                return attached;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
+    let attached = || ATTACHED.load(Ordering::SeqCst) + crate::seam::waiting();
+    crate::seam::wait_bounded(py, limit, || {
+        attached() > 0 || DELETING.load(Ordering::SeqCst) > 0
     });
+    let attached = attached();
     if attached == 0 {
         return Ok(());
     }

@@ -256,13 +256,11 @@ pub fn collate_list(
     list: &Bound<'_, PyList>,
 ) -> PyResult<Py<PyAny>> {
     let (images, meta) = images_of(list)?;
-    // Not a wait (this thread's own CPU work): not sliced, like any Rust call.
-    let batch = py
-        .detach(|| {
-            let refs: Vec<&Image> = images.iter().map(AsRef::as_ref).collect();
-            collator.collate_refs(&refs)
-        })
-        .map_err(|e| image_error(&e))?;
+    let batch = crate::seam::run_detached(py, || {
+        let refs: Vec<&Image> = images.iter().map(AsRef::as_ref).collect();
+        collator.collate_refs(&refs)
+    })
+    .map_err(|e| image_error(&e))?;
     let batch = Bound::new(py, ImageBatch::new(batch))?.into_any();
     match meta {
         None => Ok(batch.unbind()),

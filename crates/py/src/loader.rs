@@ -774,7 +774,7 @@ impl BatchIterator {
             // The batch loads inside the core on this thread, which cannot return mid-batch to
             // slice here: `PySource` waits for its item helpers in `SIGNAL_SLICE`s instead and
             // checks signals between them.
-            crate::attach::detach_counted(py, || self.epoch.recv(None))?
+            crate::seam::wait_on_loader(py, || self.epoch.recv(None))?
         } else {
             self.epoch.recv(None)
         };

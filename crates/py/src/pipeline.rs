@@ -159,9 +159,7 @@ impl Pipeline {
                 let item = item_from_py(&sample)?;
                 drop(sample);
                 let key = self.info.key(index);
-                // This thread's own CPU work, not a wait: not sliced.
-                let out = py
-                    .detach(|| t.apply_keyed(key, item))
+                let out = crate::seam::run_detached(py, || t.apply_keyed(key, item))
                     .map_err(|e| image_error(&e))?;
                 item_into_py(py, out)
             }

@@ -183,10 +183,8 @@ impl PyTransform {
         let key = call_key(name, seed)?;
         let item = item_from_py(obj)?;
         let t = Arc::clone(&self.inner);
-        // This thread's own CPU work, not a wait: not sliced.
-        let out = py
-            .detach(move || t.apply_keyed(key, item))
-            .map_err(rt_err)?;
+        let out =
+            crate::seam::run_detached(py, move || t.apply_keyed(key, item)).map_err(rt_err)?;
         item_into_py(py, out)
     }
 

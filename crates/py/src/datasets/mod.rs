@@ -40,7 +40,7 @@ fn detached<T: Send>(
     py: Python<'_>,
     build: impl FnOnce() -> Result<T, dlrs_io::Error> + Send,
 ) -> PyResult<T> {
-    py.detach(build).map_err(|e| io_error(&e))
+    crate::seam::run_detached(py, build).map_err(|e| io_error(&e))
 }
 
 /// `len(dataset)`: Python's lengths are `Py_ssize_t`.
