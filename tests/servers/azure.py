@@ -122,7 +122,7 @@ class AzuriteServer(ObjectStoreServer):
         if shutil.which("node") is None:
             raise ServiceUnavailable("node is not installed (Azurite needs it)")
         workdir = resources.enter_context(tempfile.TemporaryDirectory(prefix="dlrs-azurite-"))
-        return self._spawn(
+        return self._run_program(
             resources,
             lambda port: [
                 binary,

@@ -3,7 +3,7 @@ and release what a start took (process, log, thread, work directory) also when t
 
 A server says only how it serves: :meth:`LocalServer._launch` starts it and returns its port,
 registering on the given ``ExitStack`` whatever :meth:`LocalServer.stop` must undo. An emulator
-that is a program of its own calls :meth:`LocalServer._spawn` from there.
+that is a program of its own calls :meth:`LocalServer._run_program` from there.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class LocalServer:
     """A server on ``127.0.0.1``: :meth:`start`, :meth:`stop`, a context manager, :attr:`running`."""
 
     host = "127.0.0.1"
-    #: For :meth:`_spawn`: what the process is called (log file, errors), the path that answers
+    #: For :meth:`_run_program`: what the process is called (log file, errors), the path that answers
     #: once it serves, and how long it may take to get there.
     name = "server"
     ready_path = "/"
@@ -81,7 +81,7 @@ class LocalServer:
         """``http://127.0.0.1:<port>``"""
         return f"http://{self.host}:{self.port}"
 
-    def _spawn(
+    def _run_program(
         self,
         resources: contextlib.ExitStack,
         argv: Callable[[int], Sequence[str]],
@@ -130,10 +130,11 @@ class ObjectStoreServer(LocalServer):
         """Creates a bucket (a unique name if none is given) and returns its name."""
         raise NotImplementedError
 
-    def put_object(self, bucket: str, key: str, body: bytes) -> None:
+    # positional-only: Azure's names for them are put_blob/get_blob(container, ...)
+    def put_object(self, bucket: str, key: str, body: bytes, /) -> None:
         raise NotImplementedError
 
-    def get_object(self, bucket: str, key: str) -> bytes:
+    def get_object(self, bucket: str, key: str, /) -> bytes:
         raise NotImplementedError
 
     def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:

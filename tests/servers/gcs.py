@@ -65,7 +65,7 @@ class GcsTestServer(ObjectStoreServer):
 
     def _launch(self, resources: contextlib.ExitStack) -> int:
         binary = str(fake_gcs_binary())
-        return self._spawn(
+        return self._run_program(
             resources,
             lambda port: [
                 binary,
