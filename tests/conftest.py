@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import _thread
+import asyncio
+import contextlib
 import faulthandler
 import gc
 import os
@@ -11,10 +14,12 @@ import subprocess
 import threading
 import time
 import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 import pytest
 
-from dataloader_rs import PyDataset
+from dataloader_rs import PyAsyncDataset, PyDataset
 
 from servers.fixtures import *  # noqa: F403  (fixtures use each other: import them all)
 
@@ -56,6 +61,31 @@ class Flaky(PyDataset):
         return i
 
 
+class Stalls(PyAsyncDataset[int]):
+    """Items from `stall_from` on never finish; records the ones cancelled."""
+
+    def __init__(self, n: int, stall_from: int) -> None:
+        super().__init__()
+        self.n = n
+        self.stall_from = stall_from
+        self.started: set[int] = set()
+        self.cancelled: set[int] = set()
+
+    def __len__(self) -> int:
+        return self.n
+
+    async def __getitem__(self, index: int) -> int:
+        if index < self.stall_from:
+            return index
+        self.started.add(index)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            self.cancelled.add(index)
+            raise
+        return index
+
+
 @pytest.fixture
 def no_thread_leak():
     """Fails a test that leaves Python threads running (worker threads are Rust threads and are
@@ -75,6 +105,40 @@ def sigint_raises():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def ctrl_c_after(seconds: float) -> Iterator[None]:
+    """Asserts that the block is ended by the Ctrl-C sent to the main thread after ``seconds``
+    (use with the ``sigint_raises`` fixture)."""
+    timer = threading.Timer(seconds, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            yield
+    finally:
+        timer.cancel()
+
+
+def run_threads(target: Callable[..., object], args: Iterable[tuple], join_timeout: float) -> list[threading.Thread]:
+    """Runs ``target(*a)`` on a thread for each ``a`` in ``args``, all at once; joins each for at
+    most ``join_timeout`` seconds and returns the threads (to check none hangs)."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_timeout)
+    return threads
+
+
+def write_files(directory: Path, blobs: Iterable[bytes], suffix: str) -> list[str]:
+    """Writes each blob to ``directory/<i><suffix>``; the paths, in order."""
+    paths = []
+    for i, data in enumerate(blobs):
+        p = directory / f"{i}{suffix}"
+        p.write_bytes(data)
+        paths.append(str(p))
+    return paths
 
 
 def kill_at_end(proc: subprocess.Popen) -> None:

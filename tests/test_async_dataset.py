@@ -15,7 +15,7 @@ import pytest
 
 from dataloader_rs import PyAsyncDataset, PyDataloader, _aio
 
-from conftest import in_forked_child, wait_until
+from conftest import Stalls, ctrl_c_after, in_forked_child, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,31 +170,6 @@ def test_getitems_returning_the_wrong_count_is_a_value_error():
         next(it)
 
 
-class Stalls(PyAsyncDataset[int]):
-    """Items from `stall_from` on never finish; records the ones cancelled."""
-
-    def __init__(self, n: int, stall_from: int) -> None:
-        super().__init__()
-        self.n = n
-        self.stall_from = stall_from
-        self.started: set[int] = set()
-        self.cancelled: set[int] = set()
-
-    def __len__(self) -> int:
-        return self.n
-
-    async def __getitem__(self, index: int) -> int:
-        if index < self.stall_from:
-            return index
-        self.started.add(index)
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            self.cancelled.add(index)
-            raise
-        return index
-
-
 def test_dropping_an_iterator_cancels_the_coroutines_in_flight(no_thread_leak):
     ds = Stalls(16, stall_from=4)
     loader = PyDataloader(ds, batch_size=4, num_workers=2, item_concurrency=4)
@@ -320,6 +295,15 @@ def test_a_loader_that_never_ran_closes_too(no_thread_leak):
     assert ds.closed == 1
 
 
+def _logged_on_close(ds: Squares, caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """Runs an epoch of ``ds``, drops the loader; the errors dataloader_rs logged meanwhile."""
+    loader = PyDataloader(ds, batch_size=2)
+    list(loader)
+    with caplog.at_level(logging.ERROR, logger="dataloader_rs"):
+        del loader
+    return [r for r in caplog.records if r.name == "dataloader_rs"]
+
+
 def test_an_aclose_error_is_logged_and_the_loop_stops(caplog, no_thread_leak):
     class Broken(Squares):
         async def aclose(self) -> None:
@@ -327,12 +311,9 @@ def test_an_aclose_error_is_logged_and_the_loop_stops(caplog, no_thread_leak):
             raise ConnectionError("session already gone")
 
     ds = Broken(4)
-    loader = PyDataloader(ds, batch_size=2)
-    list(loader)
-    with caplog.at_level(logging.ERROR, logger="dataloader_rs"):
-        del loader
+    records = _logged_on_close(ds, caplog)
     assert ds.closed == 1
-    [record] = [r for r in caplog.records if r.name == "dataloader_rs"]
+    [record] = records
     assert "Broken.aclose() raised" in record.getMessage()
     assert isinstance(record.exc_info[1], ConnectionError)
     assert _loop_threads("Broken") == []
@@ -351,13 +332,10 @@ def test_an_aclose_running_too_long_is_logged_and_abandoned(caplog, monkeypatch,
                 raise
 
     ds = Slow(4)
-    loader = PyDataloader(ds, batch_size=2)
-    list(loader)
-    with caplog.at_level(logging.ERROR, logger="dataloader_rs"):
-        del loader
+    records = _logged_on_close(ds, caplog)
     assert ds.closed == 1
     assert ds.abandoned
-    messages = [r.getMessage() for r in caplog.records if r.name == "dataloader_rs"]
+    messages = [r.getMessage() for r in records]
     assert messages == ["Slow.aclose() was still running after 0.2 s; it is abandoned and the event loop stops"]
     assert _loop_threads("Slow") == []
 
@@ -466,18 +444,11 @@ def test_items_are_transformed_as_they_arrive():
 
 
 def test_ctrl_c_interrupts_a_stalled_coroutine(sigint_raises):
-    import _thread
-
     ds = Stalls(4, stall_from=2)
     it = iter(PyDataloader(ds, batch_size=2, num_workers=0, item_concurrency=2))
     assert next(it) == [0, 1]
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            next(it)
-    finally:
-        timer.cancel()
+    with ctrl_c_after(0.3):
+        next(it)
     assert ds.cancelled == set()  # the batch goes on; dropping the iterator cancels it
     del it
     assert wait_until(lambda: ds.cancelled == {2, 3})

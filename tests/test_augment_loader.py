@@ -11,6 +11,8 @@ from parity import assert_matches, content, encode, pil_image
 from dataloader_rs import FileDataset, ImageCollator, PyDataloader, PyDataset
 from dataloader_rs import transforms as T
 
+from conftest import write_files
+
 N = 24
 BATCH = 4
 
@@ -54,13 +56,7 @@ def pipeline() -> T.Compose:
 
 @pytest.fixture(scope="module")
 def png_files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pngs")
-    paths = []
-    for i, data in enumerate(DATA):
-        p = d / f"{i}.png"
-        p.write_bytes(data)
-        paths.append(str(p))
-    return paths
+    return write_files(tmp_path_factory.mktemp("pngs"), DATA, ".png")
 
 
 def epochs(loader, n: int = 2) -> list[list[tuple[np.ndarray, list[int]]]]:

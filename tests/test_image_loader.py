@@ -10,6 +10,8 @@ from parity import assert_matches, encode, pil_decode, pil_image
 from dataloader_rs import FileDataset, Image, ImageBatch, ImageCollator, PyDataloader, PyDataset
 from dataloader_rs import transforms as T
 
+from conftest import write_files
+
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 TILE = 32
@@ -52,20 +54,27 @@ class Blobs(PyDataset):
 
 DATA = tiles(20)
 EXPECTED = np.stack([reference(d) for d in DATA])
+#: The batches of :func:`tile_batches` over DATA.
+BATCH_SHAPES = [(8, 3, TILE, TILE), (8, 3, TILE, TILE), (4, 3, TILE, TILE)]
 
 
-@pytest.mark.parametrize(("num_workers", "item_concurrency"), [(0, 1), (2, 1), (2, 3), (0, 4)])
-def test_python_dataset_compose_and_image_collator(num_workers, item_concurrency):
-    loader = PyDataloader(
-        Blobs(DATA),
+def tile_batches(dataset, num_workers: int, item_concurrency: int, **kwargs) -> PyDataloader:
+    """Batches of 8 tiles through tile_chain() and an ImageCollator with two buffers."""
+    return PyDataloader(
+        dataset,
         batch_size=8,
         num_workers=num_workers,
         item_concurrency=item_concurrency,
         transform=tile_chain(),
         collate_fn=ImageCollator(buffers=2),
+        **kwargs,
     )
-    batches = list(loader)
-    assert [b.shape for b in batches] == [(8, 3, TILE, TILE), (8, 3, TILE, TILE), (4, 3, TILE, TILE)]
+
+
+@pytest.mark.parametrize(("num_workers", "item_concurrency"), [(0, 1), (2, 1), (2, 3), (0, 4)])
+def test_python_dataset_compose_and_image_collator(num_workers, item_concurrency):
+    batches = list(tile_batches(Blobs(DATA), num_workers, item_concurrency))
+    assert [b.shape for b in batches] == BATCH_SHAPES
     assert all(isinstance(b, ImageBatch) for b in batches)
     assert_matches(np.concatenate([np.asarray(b) for b in batches]), EXPECTED)
     x = np.from_dlpack(batches[0])
@@ -157,27 +166,13 @@ def test_normalize_before_to_float_fails_the_batch():
 
 @pytest.fixture
 def tile_files(tmp_path):
-    paths = []
-    for i, data in enumerate(DATA):
-        p = tmp_path / f"{i}.png"
-        p.write_bytes(data)
-        paths.append(str(p))
-    return paths
+    return write_files(tmp_path, DATA, ".png")
 
 
 @pytest.mark.parametrize(("num_workers", "item_concurrency"), [(1, 1), (2, 4)])
 def test_file_dataset_compose_and_image_collator(tile_files, num_workers, item_concurrency):
-    loader = PyDataloader(
-        FileDataset(tile_files),
-        batch_size=8,
-        num_workers=num_workers,
-        item_concurrency=item_concurrency,
-        transform=tile_chain(),
-        collate_fn=ImageCollator(buffers=2),
-        return_indices=True,
-    )
-    out = list(loader)
-    assert [b.shape for b, _ in out] == [(8, 3, TILE, TILE), (8, 3, TILE, TILE), (4, 3, TILE, TILE)]
+    out = list(tile_batches(FileDataset(tile_files), num_workers, item_concurrency, return_indices=True))
+    assert [b.shape for b, _ in out] == BATCH_SHAPES
     for batch, indices in out:
         assert isinstance(batch, ImageBatch)
         assert_matches(batch, EXPECTED[indices])

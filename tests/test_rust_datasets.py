@@ -3,7 +3,6 @@ servers (tests/servers): order, concurrency, retries, faults, limits, errors, ca
 
 from __future__ import annotations
 
-import _thread
 import errno
 import inspect
 import json
@@ -16,7 +15,7 @@ import pytest
 
 from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
 
-from conftest import in_forked_child, wait_until
+from conftest import ctrl_c_after, in_forked_child, wait_until
 from servers._common import METADATA_BLACKHOLE
 from servers.fixtures import requires_s3
 from servers.http import expected_body, item_body
@@ -318,13 +317,8 @@ def test_mixed_faults_deliver_every_item_or_a_typed_error(http_server):
 def test_ctrl_c_interrupts_a_stalled_request(http_server, sigint_raises):
     ds = HttpDataset([http_server.item_url(0, fault="stall")], timeout=None)
     it = iter(PyDataloader(ds))
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            next(it)
-    finally:
-        timer.cancel()
+    with ctrl_c_after(0.3):
+        next(it)
     assert http_server.in_flight == 1
     del it
     # Dropping the iterator cancels the stalled request: the server sees the client go.

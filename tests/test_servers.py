@@ -82,6 +82,15 @@ def _raw_exchange(port: int, request: bytes, timeout: float = 10) -> tuple[bytes
             chunks.append(data)
 
 
+def _exchange(
+    port: int, target: str, more_headers: str = ""
+) -> tuple[BaseException | None, int, dict[str, str], bytes]:
+    """:func:`_raw_exchange` of a GET of ``target`` (``more_headers``: header lines, each ending
+    with CRLF): the exception that ended the read and the answer's status, headers and body."""
+    raw, err = _raw_exchange(port, f"GET {target} HTTP/1.1\r\nHost: x\r\n{more_headers}\r\n".encode())
+    return (err, *_split_response(raw))
+
+
 def _split_response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
     head, _, body = raw.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
@@ -293,12 +302,8 @@ def test_http_idle_timeout_closes_idle_connections(
 
 
 def test_http_connection_close_request_closes(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(
-        http_server.port,
-        b"GET /item/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
+    err, status, headers, body = _exchange(http_server.port, "/item/1", "Connection: close\r\n")
     assert err is None  # the server closed the connection cleanly after the answer
-    status, headers, body = _split_response(raw)
     assert (status, headers["connection"], body) == (200, "close", b"item-1")
 
 
@@ -420,24 +425,16 @@ def test_http_reset_before_answer(http_server: HttpTestServer) -> None:
 
 
 def test_http_reset_after_headers(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(
-        http_server.port,
-        b"GET /bytes/100000?fault=reset&after=10 HTTP/1.1\r\nHost: x\r\n\r\n",
-    )
+    err, status, headers, body = _exchange(http_server.port, "/bytes/100000?fault=reset&after=10")
     assert isinstance(err, ConnectionResetError)
-    status, headers, body = _split_response(raw)
     assert (status, headers["content-length"]) == (200, "100000")
     assert body == expected_body(100000)[: len(body)]
     assert len(body) <= 10
 
 
 def test_http_truncated_body(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(
-        http_server.port,
-        b"GET /bytes/1000?seed=2&fault=truncate HTTP/1.1\r\nHost: x\r\n\r\n",
-    )
+    err, status, headers, body = _exchange(http_server.port, "/bytes/1000?seed=2&fault=truncate")
     assert err is None  # closed with a FIN after half of the body
-    status, headers, body = _split_response(raw)
     assert (status, headers["content-length"], headers["connection"]) == (
         200,
         "1000",
@@ -470,22 +467,15 @@ def test_http_stall_sends_headers_then_nothing(http_server: HttpTestServer) -> N
 
 
 def test_http_stall_with_duration_then_close(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(
-        http_server.port,
-        b"GET /bytes/50?fault=stall&stall=0.2 HTTP/1.1\r\nHost: x\r\n\r\n",
-    )
+    err, status, headers, body = _exchange(http_server.port, "/bytes/50?fault=stall&stall=0.2")
     assert err is None
-    status, headers, body = _split_response(raw)
     assert (status, headers["content-length"], body) == (200, "50", b"")
 
 
 def test_http_chunked_body(http_server: HttpTestServer) -> None:
-    raw, err = _raw_exchange(
-        http_server.port,
-        b"GET /bytes/1000?seed=3&chunked=1&chunk=300 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    )
+    target = "/bytes/1000?seed=3&chunked=1&chunk=300"
+    err, status, headers, body = _exchange(http_server.port, target, "Connection: close\r\n")
     assert err is None
-    status, headers, body = _split_response(raw)
     assert status == 200
     assert headers["transfer-encoding"] == "chunked"
     assert "content-length" not in headers
@@ -605,16 +595,42 @@ def test_s3_stop_joins_threads_even_with_open_connections() -> None:
     server.stop()  # idempotent
 
 
+# --------------------------------------------------------------------------- GCS and Azure
+
+
+def _put_and_get_back(
+    put_many: Callable[[str, dict[str, bytes]], None],
+    get: Callable[[str, str], bytes],
+    bucket: str,
+    body: bytes,
+) -> None:
+    """Uploads ``body``, a key with a space and an empty object; each reads back the same."""
+    put_many(bucket, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
+    assert get(bucket, "dir/a.bin") == body
+    assert get(bucket, "dir/with space.bin") == b"x"
+    assert get(bucket, "empty") == b""
+
+
+def _assert_stop_ends_the_process(server: GcsTestServer | AzuriteServer) -> None:
+    """Starts ``server``; stop() ends its process and closes its port, and stops it again."""
+    start_or_skip(server)
+    pid, port = server.pid, server.port
+    assert pid is not None
+    assert not _process_gone(pid)
+    server.stop()
+    assert _process_gone(pid)
+    assert _port_closed(port)
+    assert not server.running
+    server.stop()
+
+
 # --------------------------------------------------------------------------- GCS
 
 
 @requires_gcs
 def test_gcs_upload_and_download(gcs_server: GcsTestServer, gcs_bucket: str) -> None:
     body = expected_body(300_000, 6)
-    gcs_server.put_objects(gcs_bucket, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
-    assert gcs_server.get_object(gcs_bucket, "dir/a.bin") == body
-    assert gcs_server.get_object(gcs_bucket, "dir/with space.bin") == b"x"
-    assert gcs_server.get_object(gcs_bucket, "empty") == b""
+    _put_and_get_back(gcs_server.put_objects, gcs_server.get_object, gcs_bucket, body)
     # the path-style form object_store uses: <base>/<bucket>/<key>
     status, _, got = _get(f"{gcs_server.endpoint}/{gcs_bucket}/dir/a.bin")
     assert (status, got == body) == (200, True)
@@ -645,15 +661,7 @@ def test_gcs_options(gcs_server: GcsTestServer) -> None:
 
 @requires_gcs
 def test_gcs_stop_ends_the_process() -> None:
-    server = start_or_skip(GcsTestServer())
-    pid, port = server.pid, server.port
-    assert pid is not None
-    assert not _process_gone(pid)
-    server.stop()
-    assert _process_gone(pid)
-    assert _port_closed(port)
-    assert not server.running
-    server.stop()
+    _assert_stop_ends_the_process(GcsTestServer())
 
 
 # --------------------------------------------------------------------------- Azure
@@ -662,10 +670,7 @@ def test_gcs_stop_ends_the_process() -> None:
 @requires_azurite
 def test_azurite_upload_and_download(azurite_server: AzuriteServer, azure_container: str) -> None:
     body = expected_body(300_000, 8)
-    azurite_server.put_blobs(azure_container, {"dir/a.bin": body, "dir/with space.bin": b"x", "empty": b""})
-    assert azurite_server.get_blob(azure_container, "dir/a.bin") == body
-    assert azurite_server.get_blob(azure_container, "dir/with space.bin") == b"x"
-    assert azurite_server.get_blob(azure_container, "empty") == b""
+    _put_and_get_back(azurite_server.put_blobs, azurite_server.get_blob, azure_container, body)
     # unsigned reads are refused
     status, _, _ = _get(f"{azurite_server.account_url}/{azure_container}/dir/a.bin")
     assert status in (401, 403)
@@ -705,14 +710,7 @@ def test_azurite_options(azurite_server: AzuriteServer) -> None:
 
 @requires_azurite
 def test_azurite_stop_ends_the_process() -> None:
-    server = start_or_skip(AzuriteServer())
-    pid, port = server.pid, server.port
-    assert pid is not None
-    assert not _process_gone(pid)
-    server.stop()
-    assert _process_gone(pid)
-    assert _port_closed(port)
-    server.stop()
+    _assert_stop_ends_the_process(AzuriteServer())
 
 
 # --------------------------------------------------------------------------- fixtures, availability

@@ -3,13 +3,11 @@ retries and the items handed to the consumer, counted exactly on known workloads
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from dataloader_rs import FileDataset, HttpDataset, PyAsyncDataset, PyDataloader
+from dataloader_rs import FileDataset, HttpDataset, PyDataloader
 
-from conftest import Flaky, Range, wait_until
+from conftest import Flaky, Range, Stalls, wait_until
 from servers.http import item_body
 
 pytestmark = pytest.mark.timeout(60)
@@ -100,23 +98,6 @@ def test_fetch_and_transform_latency_apart():
     assert s["transform_p50_seconds"] is not None
     assert s["transform_p99_seconds"] >= s["transform_p50_seconds"]
     assert (s["requests_in_flight"], s["bytes_fetched"], s["retries"]) == (None, None, None)  # no Rust I/O
-
-
-class Stalls(PyAsyncDataset[int]):
-    """Items from `stall_from` on never finish."""
-
-    def __init__(self, n: int, stall_from: int) -> None:
-        super().__init__()
-        self.n = n
-        self.stall_from = stall_from
-
-    def __len__(self) -> int:
-        return self.n
-
-    async def __getitem__(self, index: int) -> int:
-        if index >= self.stall_from:
-            await asyncio.sleep(3600)
-        return index
 
 
 def test_async_items_in_flight_while_coroutines_stall():

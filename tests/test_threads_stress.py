@@ -11,7 +11,7 @@ import pytest
 
 from dataloader_rs import PyDataloader
 
-from conftest import Range
+from conftest import Range, run_threads
 
 
 def test_the_gil_stays_off_on_free_threaded_python():
@@ -60,11 +60,7 @@ def test_many_threads_create_iterate_and_drop_loaders():
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(s,)) for s in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(240)
+    threads = run_threads(run, [(s,) for s in range(12)], join_timeout=240)
     assert not any(t.is_alive() for t in threads), "a thread hung"
     assert errors == []
     assert seen, "some epochs ran to the end"

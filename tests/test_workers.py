@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import _thread
 import gc
 import os
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 from dataloader_rs import PyDataloader, PyDataset
 from dataloader_rs._native import parked_workers
 
-from conftest import Range, in_forked_child, wait_until
+from conftest import Range, ctrl_c_after, in_forked_child, run_threads, wait_until
 
 
 class Blocking(PyDataset):
@@ -152,13 +151,10 @@ def test_a_second_thread_without_workers():
 def test_ctrl_c_interrupts_a_waiting_next_and_the_iterator_stays_usable(sigint_raises):
     ds = Blocking(3, blocked={0})
     it = iter(PyDataloader(ds, batch_size=1, num_workers=1))
-    timer = threading.Timer(0.2, _thread.interrupt_main)
-    timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_after(0.2):
             next(it)
     finally:
-        timer.cancel()
         ds.release.set()  # a failed test does not leave the worker blocked
     assert list(it) == [[0], [1], [2]]
 
@@ -174,11 +170,7 @@ def test_many_threads_each_with_their_own_loader():
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=run, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(run, [(s,) for s in range(8)], join_timeout=60)
     assert errors == []
 
 

@@ -9,26 +9,20 @@ puts it), then ``tests/servers/node_modules``, then ``PATH``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
 import shutil
 import tempfile
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from email.utils import formatdate
 from pathlib import Path
-from typing import Self
 
-from ._common import (
-    ManagedProcess,
-    ServiceUnavailable,
-    free_port,
-    unique_name,
-    wait_for_http,
-)
+from ._common import ServiceUnavailable, unique_name
+from .base import ObjectStoreServer
 
 __all__ = [
     "ACCOUNT",
@@ -110,92 +104,43 @@ def _sign(
     return f"SharedKey {account}:{base64.b64encode(digest).decode()}"
 
 
-class AzuriteServer:
-    """Azurite's blob service on ``127.0.0.1`` at a free port (in memory, loose, no telemetry)."""
+class AzuriteServer(ObjectStoreServer):
+    """Azurite's blob service on ``127.0.0.1`` at a free port (in memory, loose, no telemetry).
 
+    Its :attr:`endpoint` is the value of ``AZURITE_BLOB_STORAGE_URL``.
+    """
+
+    name = "Azurite"
+    scheme = "az"
+    ready_path = f"/{ACCOUNT}?comp=list"
+    ready_timeout = 30.0
     account = ACCOUNT
     account_key = ACCOUNT_KEY
 
-    def __init__(self) -> None:
-        self.host = "127.0.0.1"
-        self.port = 0
-        self._proc: ManagedProcess | None = None
-        self._workdir: tempfile.TemporaryDirectory[str] | None = None
-
-    # ----------------------------------------------------------------- life cycle
-
-    def start(self) -> Self:
-        if self._proc is not None:
-            raise RuntimeError("server already started")
-        binary = azurite_binary()
+    def _launch(self, resources: contextlib.ExitStack) -> int:
+        binary = str(azurite_binary())
         if shutil.which("node") is None:
             raise ServiceUnavailable("node is not installed (Azurite needs it)")
-        self._workdir = tempfile.TemporaryDirectory(prefix="dlrs-azurite-")
-        last_error: Exception | None = None
-        for _ in range(3):  # the free port can be taken between free_port() and the bind
-            port = free_port()
-            proc = ManagedProcess(
-                [
-                    str(binary),
-                    "--blobHost",
-                    self.host,
-                    "--blobPort",
-                    str(port),
-                    "--inMemoryPersistence",
-                    "--skipApiVersionCheck",
-                    "--loose",
-                    "--disableTelemetry",
-                    "--disableProductStyleUrl",
-                    "--silent",
-                ],
-                name="azurite",
-                cwd=self._workdir.name,
-            )
-            try:
-                wait_for_http(
-                    f"http://{self.host}:{port}/{ACCOUNT}?comp=list",
-                    timeout=30,
-                    process=proc.process,
-                )
-            except RuntimeError as exc:
-                last_error = RuntimeError(f"{exc}\n{proc.log_tail()}")
-                proc.stop()
-                continue
-            self._proc, self.port = proc, port
-            return self
-        self._workdir.cleanup()
-        self._workdir = None
-        raise RuntimeError(f"Azurite did not start: {last_error}")
-
-    def stop(self) -> None:
-        """Terminates Azurite and waits for it (idempotent)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.stop()
-        if self._workdir is not None:
-            self._workdir.cleanup()
-            self._workdir = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.alive()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
+        workdir = resources.enter_context(tempfile.TemporaryDirectory(prefix="dlrs-azurite-"))
+        return self._run_program(
+            resources,
+            lambda port: [
+                binary,
+                "--blobHost",
+                self.host,
+                "--blobPort",
+                str(port),
+                "--inMemoryPersistence",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--disableTelemetry",
+                "--disableProductStyleUrl",
+                "--silent",
+            ],
+            cwd=workdir,
+        )
 
     # ----------------------------------------------------------------- client side
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:<port>`` — the value of ``AZURITE_BLOB_STORAGE_URL``."""
-        return f"http://{self.host}:{self.port}"
 
     @property
     def account_url(self) -> str:
@@ -235,11 +180,6 @@ class AzuriteServer:
             "AZURE_STORAGE_ACCOUNT_KEY": ACCOUNT_KEY,
         }
 
-    @staticmethod
-    def url(container: str, key: str = "") -> str:
-        """``az://<container>/<key>``"""
-        return f"az://{container}/{key}"
-
     def request(
         self,
         method: str,
@@ -248,8 +188,6 @@ class AzuriteServer:
         headers: Mapping[str, str] | None = None,
     ) -> bytes:
         """A SharedKey-signed request to ``<account_url><path>`` (``path`` already percent-encoded)."""
-        if self._proc is None:
-            raise RuntimeError("server not started")
         url = self.account_url + path
         h = {
             "x-ms-date": formatdate(usegmt=True),
@@ -267,13 +205,7 @@ class AzuriteServer:
             method=method,
             headers=h,
         )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return bytes(resp.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            exc.close()
-            raise RuntimeError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+        return self._send(req, path)
 
     def create_container(self, name: str | None = None) -> str:
         """Creates a container (a unique name if none is given) and returns its name."""
@@ -290,28 +222,15 @@ class AzuriteServer:
             {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"},
         )
 
-    def put_blobs(self, container: str, blobs: Mapping[str, bytes]) -> None:
-        for key, body in blobs.items():
-            self.put_blob(container, key, body)
-
     def get_blob(self, container: str, key: str) -> bytes:
         return self.request("GET", f"/{container}/{urllib.parse.quote(key)}")
 
     # Names shared with the S3 and GCS servers, so tests can be written once for all three.
     create_bucket = create_container
     put_object = put_blob
-    put_objects = put_blobs
     get_object = get_blob
+    put_blobs = ObjectStoreServer.put_objects
 
 
-class azurite_server:
-    """Context manager: ``with azurite_server() as server:`` starts an :class:`AzuriteServer` and stops it."""
-
-    def __init__(self) -> None:
-        self._server = AzuriteServer()
-
-    def __enter__(self) -> AzuriteServer:
-        return self._server.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.stop()
+#: ``with azurite_server() as server:`` starts an :class:`AzuriteServer` and stops it.
+azurite_server = AzuriteServer

@@ -8,6 +8,7 @@ collection time, without starting anything).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +26,7 @@ from ._common import (
     services_python,
 )
 from .azure import AzuriteServer, azurite_binary
+from .base import LocalServer, ObjectStoreServer
 from .gcs import GcsTestServer, fake_gcs_binary
 from .http import HttpTestServer
 from .s3 import MODULES as S3_MODULES
@@ -51,8 +53,8 @@ __all__ = [
     "start_or_skip",
 ]
 
-_S = TypeVar("_S", HttpTestServer, S3TestServer, GcsTestServer, AzuriteServer)
-AnyStoreServer = S3TestServer | GcsTestServer | AzuriteServer
+_S = TypeVar("_S", bound=LocalServer)
+AnyStoreServer = ObjectStoreServer
 
 
 def missing_service(name: str) -> str | None:
@@ -126,35 +128,34 @@ def cloud_env_isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_cloud_env(monkeypatch)
 
 
-# --------------------------------------------------------------------------- HTTP
-
-
-@pytest.fixture
-def http_server() -> Iterator[HttpTestServer]:
-    """A fresh :class:`HttpTestServer` for this test, stopped (threads joined) afterwards."""
-    server = HttpTestServer().start()
+def _served(server: _S) -> Iterator[_S]:
+    """The body of a server fixture: ``server`` started (:func:`start_or_skip`), stopped after."""
+    start_or_skip(server)
     try:
         yield server
     finally:
         server.stop()
 
 
+# --------------------------------------------------------------------------- HTTP
+
+
+@pytest.fixture
+def http_server() -> Iterator[HttpTestServer]:
+    """A fresh :class:`HttpTestServer` for this test, stopped (threads joined) afterwards."""
+    yield from _served(HttpTestServer())
+
+
 @pytest.fixture
 def http_server_factory() -> Iterator[Callable[..., HttpTestServer]]:
     """``make(**defaults)`` starts an :class:`HttpTestServer` (e.g. ``make(delay=0.01)``); every
     server made is stopped after the test."""
-    servers: list[HttpTestServer] = []
+    with contextlib.ExitStack() as servers:
 
-    def make(**kwargs: Any) -> HttpTestServer:
-        server = HttpTestServer(**kwargs).start()
-        servers.append(server)
-        return server
+        def make(**kwargs: Any) -> HttpTestServer:
+            return servers.enter_context(HttpTestServer(**kwargs))
 
-    try:
         yield make
-    finally:
-        for server in servers:
-            server.stop()
 
 
 # --------------------------------------------------------------------------- object stores
@@ -163,31 +164,19 @@ def http_server_factory() -> Iterator[Callable[..., HttpTestServer]]:
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3TestServer]:
     """moto's S3 server, one per test session (use :func:`s3_bucket` for a fresh bucket)."""
-    server = start_or_skip(S3TestServer())
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _served(S3TestServer())
 
 
 @pytest.fixture(scope="session")
 def gcs_server() -> Iterator[GcsTestServer]:
     """fake-gcs-server, one per test session (use :func:`gcs_bucket` for a fresh bucket)."""
-    server = start_or_skip(GcsTestServer())
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _served(GcsTestServer())
 
 
 @pytest.fixture(scope="session")
 def azurite_server() -> Iterator[AzuriteServer]:
     """Azurite's blob service, one per test session (use :func:`azure_container`)."""
-    server = start_or_skip(AzuriteServer())
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _served(AzuriteServer())
 
 
 @pytest.fixture

@@ -7,25 +7,17 @@ process's environment and never drains the subprocess's stderr pipe; only its bi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import subprocess
 import sys
-import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
 
-from ._common import (
-    ManagedProcess,
-    ServiceUnavailable,
-    free_port,
-    services_python,
-    unique_name,
-    wait_for_http,
-)
+from ._common import ServiceUnavailable, services_python, unique_name
+from .base import ObjectStoreServer
 
 __all__ = ["GcsTestServer", "fake_gcs_binary", "gcs_server"]
 
@@ -64,80 +56,37 @@ def _binary_of(python: str) -> Path | None:
     return Path(out.stdout.strip())
 
 
-class GcsTestServer:
+class GcsTestServer(ObjectStoreServer):
     """fake-gcs-server on ``127.0.0.1`` at a free port, memory backend, plain HTTP."""
 
-    def __init__(self) -> None:
-        self.host = "127.0.0.1"
-        self.port = 0
-        self._proc: ManagedProcess | None = None
+    name = "fake-gcs-server"
+    scheme = "gs"
+    ready_path = "/storage/v1/b"
 
-    # ----------------------------------------------------------------- life cycle
-
-    def start(self) -> Self:
-        if self._proc is not None:
-            raise RuntimeError("server already started")
-        binary = fake_gcs_binary()
-        last_error: Exception | None = None
-        for _ in range(3):  # the free port can be taken between free_port() and the bind
-            port = free_port()
-            url = f"http://{self.host}:{port}"
-            proc = ManagedProcess(
-                [
-                    str(binary),
-                    "-scheme",
-                    "http",
-                    "-backend",
-                    "memory",
-                    "-host",
-                    self.host,
-                    "-port",
-                    str(port),
-                    "-external-url",
-                    url,
-                    "-public-host",
-                    f"{self.host}:{port}",
-                    "-log-level",
-                    "error",
-                ],
-                name="fake-gcs",
-            )
-            try:
-                wait_for_http(f"{url}/storage/v1/b", timeout=20, process=proc.process)
-            except RuntimeError as exc:
-                last_error = RuntimeError(f"{exc}\n{proc.log_tail()}")
-                proc.stop()
-                continue
-            self._proc, self.port = proc, port
-            return self
-        raise RuntimeError(f"fake-gcs-server did not start: {last_error}")
-
-    def stop(self) -> None:
-        """Terminates the emulator and waits for it (idempotent)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.alive()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
+    def _launch(self, resources: contextlib.ExitStack) -> int:
+        binary = str(fake_gcs_binary())
+        return self._run_program(
+            resources,
+            lambda port: [
+                binary,
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                self.host,
+                "-port",
+                str(port),
+                "-external-url",
+                f"http://{self.host}:{port}",
+                "-public-host",
+                f"{self.host}:{port}",
+                "-log-level",
+                "error",
+            ],
+        )
 
     # ----------------------------------------------------------------- client side
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:<port>`` (the JSON API is under ``/storage/v1``)."""
-        return f"http://{self.host}:{self.port}"
 
     def service_account_key(self) -> str:
         """A service-account JSON that points object_store at the emulator without OAuth."""
@@ -175,11 +124,6 @@ class GcsTestServer:
             "STORAGE_EMULATOR_HOST": self.endpoint,
         }
 
-    @staticmethod
-    def url(bucket: str, key: str = "") -> str:
-        """``gs://<bucket>/<key>``"""
-        return f"gs://{bucket}/{key}"
-
     def _request(
         self,
         method: str,
@@ -187,18 +131,10 @@ class GcsTestServer:
         body: bytes | None = None,
         content_type: str | None = None,
     ) -> bytes:
-        if self._proc is None:
-            raise RuntimeError("server not started")
         req = urllib.request.Request(self.endpoint + path, data=body, method=method)
         if content_type:
             req.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return bytes(resp.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            exc.close()
-            raise RuntimeError(f"{method} {path}: HTTP {exc.code}: {detail}") from None
+        return self._send(req, path)
 
     def create_bucket(self, name: str | None = None) -> str:
         """Creates a bucket (a unique name if none is given) and returns its name."""
@@ -222,24 +158,11 @@ class GcsTestServer:
             "application/octet-stream",
         )
 
-    def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:
-        for key, body in objects.items():
-            self.put_object(bucket, key, body)
-
     def get_object(self, bucket: str, key: str) -> bytes:
         b = urllib.parse.quote(bucket, safe="")
         k = urllib.parse.quote(key, safe="")
         return self._request("GET", f"/storage/v1/b/{b}/o/{k}?alt=media")
 
 
-class gcs_server:
-    """Context manager: ``with gcs_server() as server:`` starts a :class:`GcsTestServer` and stops it."""
-
-    def __init__(self) -> None:
-        self._server = GcsTestServer()
-
-    def __enter__(self) -> GcsTestServer:
-        return self._server.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.stop()
+#: ``with gcs_server() as server:`` starts a :class:`GcsTestServer` and stops it.
+gcs_server = GcsTestServer

@@ -58,8 +58,10 @@ from collections import defaultdict, deque
 from collections.abc import Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Self
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode
+
+from .base import LocalServer
 
 __all__ = [
     "BLOCK_SIZE",
@@ -228,7 +230,7 @@ def _normalize_step(step: str | Mapping[str, Any] | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in step.items()}
 
 
-class HttpTestServer:
+class HttpTestServer(LocalServer):
     """An HTTP/1.1 server on ``127.0.0.1`` at a free port, serving the routes of this module.
 
     Use it as a context manager or call :meth:`start` and :meth:`stop`. ``defaults`` are query
@@ -237,8 +239,7 @@ class HttpTestServer:
     """
 
     def __init__(self, *, idle_timeout: float | None = None, **defaults: Any) -> None:
-        self.host = "127.0.0.1"
-        self.port = 0
+        super().__init__()
         self.idle_timeout = idle_timeout
         self._defaults = {str(k): str(v) for k, v in defaults.items()}
         self._lock = threading.Lock()
@@ -264,7 +265,7 @@ class HttpTestServer:
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>``"""
-        return f"http://{self.host}:{self.port}"
+        return self.endpoint
 
     def url(self, path: str, **query: Any) -> str:
         """The URL of ``path`` with ``query`` (values are str()-ed; ``None`` values dropped)."""
@@ -283,23 +284,16 @@ class HttpTestServer:
 
     # ----------------------------------------------------------------- life cycle
 
-    def start(self) -> Self:
-        """Binds a free port on 127.0.0.1 and starts serving; returns ``self``."""
-        if self._thread is not None:
-            raise RuntimeError("server already started")
+    def _launch(self, resources: contextlib.ExitStack) -> int:
+        # binds a free port on 127.0.0.1 in the server thread, which reports it through `ready`
         ready: concurrent.futures.Future[int] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._run, args=(ready,), name="dlrs-test-http", daemon=True)
+        resources.callback(self._join)
         self._thread.start()
-        try:
-            self.port = ready.result(timeout=10)
-        except BaseException:
-            self._thread.join(timeout=10)
-            self._thread = None
-            raise
-        return self
+        return ready.result(timeout=10)
 
-    def stop(self) -> None:
-        """Closes every connection, stops the server and joins its thread (idempotent)."""
+    def _join(self) -> None:
+        """Closes every connection, stops the loop and joins the server thread."""
         thread, loop, stop_event = self._thread, self._loop, self._stop_event
         if thread is None:
             return
@@ -311,14 +305,7 @@ class HttpTestServer:
             raise RuntimeError("HTTP test server thread did not stop within 15 s")
         self._thread = None
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
+    def _alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
     # ----------------------------------------------------------------- scripting
@@ -1075,15 +1062,5 @@ def _parse_int_segment(text: str) -> int | None:
         return None
 
 
-class http_server:
-    """Context manager: ``with http_server(**defaults) as server:`` starts an
-    :class:`HttpTestServer` and stops it on exit."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._server = HttpTestServer(**kwargs)
-
-    def __enter__(self) -> HttpTestServer:
-        return self._server.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.stop()
+#: ``with http_server(**defaults) as server:`` starts an :class:`HttpTestServer` and stops it.
+http_server = HttpTestServer

@@ -17,10 +17,10 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any
 
 from ._common import ServiceUnavailable, missing_modules, services_python, tests_dir_env, unique_name
+from .base import ObjectStoreServer
 
 __all__ = ["MODULES", "S3TestServer", "s3_server"]
 
@@ -28,20 +28,20 @@ __all__ = ["MODULES", "S3TestServer", "s3_server"]
 MODULES = ("moto", "boto3", "flask", "flask_cors", "werkzeug")
 
 
-class S3TestServer:
+class S3TestServer(ObjectStoreServer):
     """moto's S3 on ``127.0.0.1`` at a free port.
 
     moto keeps its state per process: two servers in one process see the same buckets, so use
     :meth:`create_bucket` without a name (unique names) in tests.
     """
 
+    scheme = "s3"
     region = "us-east-1"
     access_key_id = "testing"
     secret_access_key = "testing"
 
     def __init__(self) -> None:
-        self.host = "127.0.0.1"
-        self.port = 0
+        super().__init__()
         self._moto: Any = None
         self._client: Any = None
         self._conns: set[socket.socket] = set()
@@ -49,11 +49,12 @@ class S3TestServer:
         self._conns_lock = threading.Lock()
         self._child: subprocess.Popen[str] | None = None
 
-    # ----------------------------------------------------------------- life cycle
+    def _alive(self) -> bool:
+        return self._moto is not None or (self._child is not None and self._child.poll() is None)
 
-    def start(self) -> Self:
+    def _launch(self, resources: contextlib.ExitStack) -> int:
         if missing_modules(MODULES, sys.executable) and not missing_modules(MODULES, services_python()):
-            return self._start_child()
+            return self._launch_child(resources)
         try:
             import boto3  # noqa: F401
             from moto.server import ThreadedMotoServer
@@ -61,14 +62,12 @@ class S3TestServer:
             raise ServiceUnavailable(
                 f"moto[server]/boto3 not installed ({exc}); run scripts/install-test-services.sh"
             ) from exc
-        if self._moto is not None:
-            raise RuntimeError("server already started")
         moto = ThreadedMotoServer(ip_address=self.host, port=0, verbose=False)
         moto.start()
         self._moto = moto
-        self.port = int(moto.get_host_and_port()[1])
+        resources.callback(self._stop_moto)
         self._track_connections(moto._server)
-        return self
+        return int(moto.get_host_and_port()[1])
 
     def _track_connections(self, wsgi_server: Any) -> None:
         # Keep-alive connections hold their handler thread until the client closes them; note
@@ -103,9 +102,7 @@ class S3TestServer:
         wsgi_server.shutdown_request = untracked
         wsgi_server.process_request_thread = thread_tracked
 
-    def _start_child(self) -> Self:
-        if self._child is not None:
-            raise RuntimeError("server already started")
+    def _launch_child(self, resources: contextlib.ExitStack) -> int:
         cwd, env = tests_dir_env()
         child = subprocess.Popen(
             [services_python(), "-m", "servers.s3"],
@@ -121,8 +118,9 @@ class S3TestServer:
             child.kill()
             child.communicate()
             raise RuntimeError(f"the S3 server process did not start (got {line!r})")
-        self._child, self.port = child, int(line.split()[1])
-        return self
+        self._child = child
+        resources.callback(self._stop_child)
+        return int(line.split()[1])
 
     def _ask(self, op: str, **args: str) -> Any:
         child = self._child
@@ -136,16 +134,19 @@ class S3TestServer:
             raise RuntimeError(f"S3 {op}: {answer['error']}")
         return answer.get("result")
 
-    def stop(self) -> None:
-        """Stops the server, shuts open connections down and joins every server thread."""
+    def _stop_child(self) -> None:
         child, self._child = self._child, None
-        if child is not None:
-            try:
-                child.communicate(timeout=15)  # closing stdin stops it
-            finally:
-                if child.poll() is None:
-                    child.kill()
-                    child.communicate()
+        if child is None:
+            return
+        try:
+            child.communicate(timeout=15)  # closing stdin stops it
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+
+    def _stop_moto(self) -> None:
+        """Stops moto, shuts open connections down and joins every server thread."""
         moto, self._moto = self._moto, None
         if moto is None:
             return
@@ -165,22 +166,7 @@ class S3TestServer:
         for thread in threads:
             thread.join(timeout=10)
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def running(self) -> bool:
-        return self._moto is not None or (self._child is not None and self._child.poll() is None)
-
     # ----------------------------------------------------------------- client side
-
-    @property
-    def endpoint(self) -> str:
-        """``http://127.0.0.1:<port>``"""
-        return f"http://{self.host}:{self.port}"
 
     def options(self) -> dict[str, str]:
         """object_store options (``AmazonS3ConfigKey`` names) for ``s3://<bucket>/...`` URLs."""
@@ -203,11 +189,6 @@ class S3TestServer:
             "AWS_REGION": self.region,
             "AWS_DEFAULT_REGION": self.region,
         }
-
-    @staticmethod
-    def url(bucket: str, key: str = "") -> str:
-        """``s3://<bucket>/<key>``"""
-        return f"s3://{bucket}/{key}"
 
     @property
     def client(self) -> Any:
@@ -243,10 +224,6 @@ class S3TestServer:
         else:
             self.client.put_object(Bucket=bucket, Key=key, Body=body)
 
-    def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> None:
-        for key, body in objects.items():
-            self.put_object(bucket, key, body)
-
     def delete_object(self, bucket: str, key: str) -> None:
         if self._child is not None:
             self._ask("delete_object", bucket=bucket, key=key)
@@ -261,17 +238,8 @@ class S3TestServer:
             return bytes(body.read())
 
 
-class s3_server:
-    """Context manager: ``with s3_server() as server:`` starts an :class:`S3TestServer` and stops it."""
-
-    def __init__(self) -> None:
-        self._server = S3TestServer()
-
-    def __enter__(self) -> S3TestServer:
-        return self._server.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.stop()
+#: ``with s3_server() as server:`` starts an :class:`S3TestServer` and stops it.
+s3_server = S3TestServer
 
 
 def main() -> int:
