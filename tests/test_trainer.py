@@ -145,26 +145,23 @@ def collate(items):
     return {"x": torch.tensor(items, dtype=torch.float32).unsqueeze(1)}
 
 
-class LoaderTrainer(transformers.Trainer):
-    def get_train_dataloader(self):
-        # No seed: the shuffle's is drawn from torch's generator, which the Trainer seeds.
-        return PyDataloader(
-            list(range(12)),
-            batch_size=2,
-            shuffle=True,
-            num_workers=2,
-            transform=lambda x: x * 100 + 1,
-            collate_fn=collate,
-        )
+def trainer_over(**loader_kwargs):
+    """A Trainer whose training loader is a shuffled PyDataloader of 0..11 in batches of 2,
+    given no seed: its shuffle's seed is drawn from torch's generator, which the Trainer seeds."""
+
+    class LoaderTrainer(transformers.Trainer):
+        def get_train_dataloader(self):
+            return PyDataloader(list(range(12)), batch_size=2, shuffle=True, **loader_kwargs)
+
+    return LoaderTrainer
 
 
-def run(out, seed=0, resume=None):
-    """The batches the model sees in a run of 10 steps of 6 a epoch, a checkpoint at step 8."""
-    args = transformers.TrainingArguments(
+def training_args(out, *, max_steps, save_steps, seed=0):
+    return transformers.TrainingArguments(
         output_dir=str(out),
-        max_steps=10,
+        max_steps=max_steps,
         save_strategy="steps",
-        save_steps=8,
+        save_steps=save_steps,
         per_device_train_batch_size=2,
         learning_rate=0.01,
         report_to=[],
@@ -173,6 +170,14 @@ def run(out, seed=0, resume=None):
         logging_strategy="no",
         disable_tqdm=True,
     )
+
+
+LoaderTrainer = trainer_over(num_workers=2, transform=lambda x: x * 100 + 1, collate_fn=collate)
+
+
+def run(out, seed=0, resume=None):
+    """The batches the model sees in a run of 10 steps of 6 a epoch, a checkpoint at step 8."""
+    args = training_args(out, max_steps=10, save_steps=8, seed=seed)
     model = Recorder()
     LoaderTrainer(model=model, args=args).train(resume_from_checkpoint=resume)
     return model.seen
@@ -198,18 +203,13 @@ def test_the_trainers_seed_fixes_the_order_of_a_loader_without_one(tmp_path):
 # --- a transformers model built from a config --------------------------------------------
 
 
-class TokenTrainer(transformers.Trainer):
-    def get_train_dataloader(self):
-        return PyDataloader(
-            list(range(12)),
-            batch_size=2,
-            shuffle=True,
-            transform=lambda i: {"input_ids": [1 + (i * 7 + k) % 60 for k in range(6)], "labels": i % 2},
-            collate_fn=lambda items: {
-                "input_ids": torch.tensor([x["input_ids"] for x in items]),
-                "labels": torch.tensor([x["labels"] for x in items]),
-            },
-        )
+TokenTrainer = trainer_over(
+    transform=lambda i: {"input_ids": [1 + (i * 7 + k) % 60 for k in range(6)], "labels": i % 2},
+    collate_fn=lambda items: {
+        "input_ids": torch.tensor([x["input_ids"] for x in items]),
+        "labels": torch.tensor([x["labels"] for x in items]),
+    },
+)
 
 
 def run_bert(out, resume=None):
@@ -227,18 +227,7 @@ def run_bert(out, resume=None):
     model = transformers.BertForSequenceClassification(config)
     seen = []
     model.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].clone()), with_kwargs=True)
-    args = transformers.TrainingArguments(
-        output_dir=str(out),
-        max_steps=9,
-        save_strategy="steps",
-        save_steps=7,
-        per_device_train_batch_size=2,
-        report_to=[],
-        use_cpu=True,
-        seed=0,
-        logging_strategy="no",
-        disable_tqdm=True,
-    )
+    args = training_args(out, max_steps=9, save_steps=7)
     TokenTrainer(model=model, args=args).train(resume_from_checkpoint=resume)
     return seen
 
