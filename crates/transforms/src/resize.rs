@@ -1,10 +1,9 @@
 //! `Resize`: Pillow's resampler (libImaging's fixed-point, two-pass convolution) bit for bit,
 //! and Pillow's nearest-neighbour rule; sizes computed like torchvision.
 
-use crate::color::u8_hwc;
 use crate::decode::muldiv255;
 use crate::error::from_names;
-use crate::image::{Image, Item, Layout, Pixels, check_size};
+use crate::image::{Image, Item, Layout, Pixels, check_size, u8_hwc};
 use crate::{Error, Key, Reduced, Shrink, Transform};
 
 /// The resampling filter.

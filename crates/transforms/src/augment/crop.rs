@@ -1,10 +1,9 @@
 //! `RandomResizedCrop` and `RandomCrop`.
 
 use super::{Rectangles, unkeyed};
-use crate::color::u8_hwc;
 use crate::dtype::Dtype;
 use crate::geometry::{Window, apply_window};
-use crate::image::{Image, Item, Layout, Pixels, check_size};
+use crate::image::{Image, Item, Layout, Pixels, check_size, u8_hwc};
 use crate::tv::{Interpolation, region_reads, resize_u8, resize_window_u8};
 use crate::{
     Error, Fill, Key, PaddingMode, Params, RandomParams, Rect, Reduced, Rng, Shrink, Size,
