@@ -72,6 +72,7 @@ mod dtype;
 mod error;
 mod geometry;
 mod image;
+mod resample;
 mod resize;
 mod rng;
 pub mod simd;
@@ -94,7 +95,8 @@ pub use geometry::{
     Anchor, CenterCrop, Crop, Fill, HFlip, Pad, PadTo, Padding, PaddingMode, Rotate90, Size, VFlip,
 };
 pub use image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
-pub use resize::{Interpolation, Resize, ResizeSize};
+pub use resample::Interpolation;
+pub use resize::{Resize, ResizeSize};
 pub use rng::{Key, Rng, philox4x64_10};
 pub use tensor::{Normalize, ToChw, ToFloat, ToHwc};
 pub use transform::{Params, Pointwise, RandomParams, Rect, Reduced, Shrink, Transform, Value};

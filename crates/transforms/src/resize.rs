@@ -2,30 +2,9 @@
 //! and Pillow's nearest-neighbour rule; sizes computed like torchvision.
 
 use crate::decode::muldiv255;
-use crate::error::from_names;
 use crate::image::{Image, Item, Layout, Pixels, check_size, u8_hwc};
+use crate::resample::{Filter, Interpolation, pil_refusal, window};
 use crate::{Error, Key, Reduced, Shrink, Transform};
-
-/// The resampling filter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Interpolation {
-    /// The nearest pixel.
-    Nearest,
-    #[default]
-    /// Linear in both directions.
-    Bilinear,
-    /// Cubic convolution (Pillow's `a = -0.5`).
-    Bicubic,
-    /// Lanczos with 3 lobes.
-    Lanczos3,
-}
-
-from_names!(Interpolation, "Resize", {
-    "nearest" => Nearest,
-    "bilinear" => Bilinear,
-    "bicubic" => Bicubic,
-    "lanczos3" | "lanczos" => Lanczos3,
-}, other => format!("interpolation {other:?} is not one of nearest, bilinear, bicubic, lanczos3"));
 
 /// The requested size: the smaller edge (torchvision's int size) or both sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +49,8 @@ impl Resize {
     /// resize; `antialias` widens the filter when downscaling.
     ///
     /// # Errors
-    /// A size of 0, or `max_size` with an exact size or not above the shorter edge.
+    /// `NearestExact`, a size of 0, or `max_size` with an exact size or not above the shorter
+    /// edge.
     pub fn new(
         size: ResizeSize,
         interpolation: Interpolation,
@@ -78,6 +58,10 @@ impl Resize {
         antialias: bool,
     ) -> Result<Resize, Error> {
         let bad = |r: String| Err(Error::arg("Resize", r));
+        if interpolation == Interpolation::NearestExact {
+            // As `str::parse` refuses its name: Pillow has no such mode.
+            return bad(pil_refusal(interpolation.name()));
+        }
         match size {
             ResizeSize::Shorter(0) => return bad("size must be at least 1".into()),
             ResizeSize::Exact { height, width } if height == 0 || width == 0 => {
@@ -146,7 +130,7 @@ impl Resize {
         } else if self.interpolation == Interpolation::Nearest {
             nearest(&v, h, w, c, oh, ow)
         } else {
-            let filter = Filter::of(self.interpolation);
+            let filter = Filter::pillow(self.interpolation);
             let alpha = c == 2 || c == 4;
             if alpha {
                 let pre = premultiply(v, c);
@@ -213,67 +197,6 @@ fn unpremultiply(mut v: Vec<u8>, c: usize) -> Vec<u8> {
     v
 }
 
-/// A resampling filter: its support (radius at scale 1) and its kernel.
-#[derive(Clone, Copy)]
-struct Filter {
-    support: f64,
-    kernel: fn(f64) -> f64,
-}
-
-fn bilinear(x: f64) -> f64 {
-    let x = x.abs();
-    if x < 1.0 { 1.0 - x } else { 0.0 }
-}
-
-fn bicubic(x: f64) -> f64 {
-    const A: f64 = -0.5;
-    let x = x.abs();
-    if x < 1.0 {
-        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        (((x - 5.0) * x + 8.0) * x - 4.0) * A
-    } else {
-        0.0
-    }
-}
-
-/// sin(πx)/(πx), 1 at 0: the Lanczos window (Pillow's and torch's are the same to the bit).
-pub(crate) fn sinc(x: f64) -> f64 {
-    if x == 0.0 {
-        1.0
-    } else {
-        let x = x * std::f64::consts::PI;
-        x.sin() / x
-    }
-}
-
-fn lanczos(x: f64) -> f64 {
-    if (-3.0..3.0).contains(&x) {
-        sinc(x) * sinc(x / 3.0)
-    } else {
-        0.0
-    }
-}
-
-impl Filter {
-    fn of(i: Interpolation) -> Filter {
-        match i {
-            Interpolation::Bilinear | Interpolation::Nearest => Filter {
-                support: 1.0,
-                kernel: bilinear,
-            },
-            Interpolation::Bicubic => Filter {
-                support: 2.0,
-                kernel: bicubic,
-            },
-            Interpolation::Lanczos3 => Filter {
-                support: 3.0,
-                kernel: lanczos,
-            },
-        }
-    }
-}
-
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
 /// The fixed-point weights of one axis: for each output index, the first input index, the
@@ -285,40 +208,22 @@ struct Coeffs {
 }
 
 fn coefficients(in_size: usize, out_size: usize, filter: Filter, antialias: bool) -> Coeffs {
-    let scale = in_size as f64 / out_size as f64;
-    let filterscale = if antialias { scale.max(1.0) } else { 1.0 };
-    let support = filter.support * filterscale;
-    let ksize = support.ceil() as usize * 2 + 1;
-    let mut bounds = Vec::with_capacity(out_size);
-    let mut weights = vec![0i32; out_size * ksize];
-    let mut k = vec![0f64; ksize];
-    let ss = 1.0 / filterscale;
-    for xx in 0..out_size {
-        let center = (xx as f64 + 0.5) * scale;
-        // Pillow truncates (C's cast) after adding 0.5.
-        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
-        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
-        let n = xmax.saturating_sub(xmin).min(ksize);
-        let mut ww = 0.0;
-        for (x, w) in k.iter_mut().enumerate().take(n) {
-            *w = (filter.kernel)(((x + xmin) as f64 - center + 0.5) * ss);
-            ww += *w;
-        }
-        let row = &mut weights[xx * ksize..][..ksize];
-        for (x, out) in row.iter_mut().enumerate().take(n) {
-            let w = if ww != 0.0 { k[x] / ww } else { k[x] };
+    let window = window(in_size, (0.0, in_size as f64), out_size, filter, antialias);
+    let weights = window
+        .weights
+        .iter()
+        .map(|&w| {
             let scaled = w * f64::from(1u32 << PRECISION_BITS);
-            *out = if w < 0.0 {
+            if w < 0.0 {
                 (scaled - 0.5) as i32
             } else {
                 (scaled + 0.5) as i32
-            };
-        }
-        bounds.push((xmin, n));
-    }
+            }
+        })
+        .collect();
     Coeffs {
-        ksize,
-        bounds,
+        ksize: window.ksize,
+        bounds: window.bounds,
         weights,
     }
 }
@@ -549,6 +454,16 @@ mod tests {
             "{err}"
         );
         assert!("area".parse::<Interpolation>().is_err());
+        // torchvision's nearest-exact is refused as its name is.
+        let parsed = "nearest-exact".parse::<Interpolation>().unwrap_err();
+        let made = Resize::new(
+            ResizeSize::Shorter(2),
+            Interpolation::NearestExact,
+            None,
+            true,
+        )
+        .unwrap_err();
+        assert_eq!(parsed.to_string(), made.to_string());
         assert_eq!(
             "lanczos3".parse::<Interpolation>().unwrap(),
             Interpolation::Lanczos3
@@ -561,7 +476,7 @@ mod tests {
         // 1 - |(x + 0.5 - centre) / 2|. Output 0 is centred at 1.0: its window is
         // trunc(1 - 2 + 0.5) = 0 .. trunc(1 + 2 + 0.5) = 3, inputs 0, 1, 2 at distances
         // -0.25, 0.25, 0.75 -> weights 0.75, 0.75, 0.25, normalised by their sum 1.75.
-        let cx = coefficients(4, 2, Filter::of(Interpolation::Bilinear), true);
+        let cx = coefficients(4, 2, Filter::pillow(Interpolation::Bilinear), true);
         assert_eq!(cx.ksize, 5);
         assert_eq!(cx.bounds, vec![(0, 3), (1, 3)]);
         let q = |w: f64| (w * f64::from(1 << 22) + 0.5) as i32;

@@ -69,7 +69,7 @@ impl RandomResizedCrop {
         }
         check_size(size.height, size.width, 1, Dtype::U8)?;
         let rectangles = Rectangles::new(NAME, scale, ratio, f64::INFINITY)?;
-        if interpolation == Interpolation::Lanczos && !antialias {
+        if interpolation == Interpolation::Lanczos3 && !antialias {
             return Err(Error::arg(NAME, "lanczos requires antialias=True"));
         }
         Ok(RandomResizedCrop {
