@@ -1,5 +1,6 @@
 //! What Pillow's resizer (`pil::resize`) and torch's (`tv::resize`) share: the one
-//! [`Interpolation`] enum, the filters, and the float weights of an antialiased axis.
+//! [`Interpolation`] enum, the filters, the float weights of an antialiased axis, and the
+//! nearest modes' copy.
 
 use crate::Error;
 use crate::error::from_names;
@@ -230,4 +231,17 @@ pub(crate) fn window(
         weights,
         max,
     }
+}
+
+/// The pixels at rows `ys` and columns `xs` of an image `w` wide of `c` channels: the nearest
+/// modes of both resizers, once each has its table of source indices.
+pub(crate) fn pick(src: &[u8], w: usize, c: usize, xs: &[usize], ys: &[usize]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ys.len() * xs.len() * c);
+    for &sy in ys {
+        let row = &src[sy * w * c..][..w * c];
+        for &sx in xs {
+            out.extend_from_slice(&row[sx * c..][..c]);
+        }
+    }
+    out
 }

@@ -87,8 +87,7 @@ impl RandomResizedCrop {
             let (w, h) = self.rectangles.draw(rng, area);
             if w > 0.0 && w <= width as f64 && h > 0.0 && h <= height as f64 {
                 let (h, w) = (h as usize, w as usize);
-                let top = rng.int_in(0, (height - h) as i64);
-                let left = rng.int_in(0, (width - w) as i64);
+                let (top, left) = Rectangles::place(rng, (h, w), (height, width));
                 return CropBox {
                     top,
                     left,

@@ -9,7 +9,7 @@
 //! bicubic with `a = −0.75`). Nearest neighbour is torch's `floorf(x × scale)` in float32.
 
 use crate::Rect;
-use crate::resample::{Filter, Interpolation, Window, window};
+use crate::resample::{Filter, Interpolation, Window, pick, window};
 
 /// The weights of one axis: per output index the first input index and its taps, each row
 /// `ksize` int16 weights with `precision` fractional bits.
@@ -119,6 +119,16 @@ fn fixed_taps(input: usize, (from, to): (f64, f64), output: usize, filter: Filte
 #[inline]
 fn clip8(acc: i32, precision: u32) -> u8 {
     (acc >> precision).clamp(0, 255) as u8
+}
+
+/// [`horizontal`] for an image of `c` channels.
+fn across(src: &[u8], h: usize, w: usize, c: usize, ax: &Axis) -> Vec<u8> {
+    match c {
+        1 => horizontal::<1>(src, h, w, ax),
+        2 => horizontal::<2>(src, h, w, ax),
+        3 => horizontal::<3>(src, h, w, ax),
+        _ => horizontal::<4>(src, h, w, ax),
+    }
 }
 
 /// Each row of an `h × w` image of `C` channels resized across by `ax`.
@@ -297,25 +307,12 @@ pub fn resize_u8(
         let exact = interp == Interpolation::NearestExact;
         let xs = nearest_table(w, ow, exact);
         let ys = nearest_table(h, oh, exact);
-        let mut out = Vec::with_capacity(oh * ow * c);
-        for &sy in &ys {
-            let row = &src[sy * w * c..][..w * c];
-            for &sx in &xs {
-                out.extend_from_slice(&row[sx * c..][..c]);
-            }
-        }
-        return out;
+        return pick(src, w, c, &xs, &ys);
     }
     let mut cur: std::borrow::Cow<'_, [u8]> = src.into();
     if ow != w {
         let ax = axis(w, ow, interp, antialias);
-        cur = match c {
-            1 => horizontal::<1>(&cur, h, w, &ax),
-            2 => horizontal::<2>(&cur, h, w, &ax),
-            3 => horizontal::<3>(&cur, h, w, &ax),
-            _ => horizontal::<4>(&cur, h, w, &ax),
-        }
-        .into();
+        cur = across(&cur, h, w, c, &ax).into();
     }
     if oh != h {
         let ax = axis(h, oh, interp, antialias);
@@ -398,13 +395,8 @@ pub fn resize_window_u8(
     for b in &mut ax.bounds {
         b.0 -= window.left;
     }
-    let across = match c {
-        1 => horizontal::<1>(rows, hi - lo, window.width, &ax),
-        2 => horizontal::<2>(rows, hi - lo, window.width, &ax),
-        3 => horizontal::<3>(rows, hi - lo, window.width, &ax),
-        _ => horizontal::<4>(rows, hi - lo, window.width, &ax),
-    };
-    vertical(&across, ow, c, &ay)
+    let rows = across(rows, hi - lo, window.width, c, &ax);
+    vertical(&rows, ow, c, &ay)
 }
 
 /// The first and past-the-last input an axis reads (at least one).
