@@ -275,6 +275,27 @@ impl Image {
     }
 }
 
+/// The height, width, channels and values of a uint8 HWC image, or a `WrongInput` error naming
+/// `transform`.
+pub(crate) fn u8_hwc(
+    transform: &'static str,
+    item: Item,
+) -> Result<(usize, usize, usize, Vec<u8>), Error> {
+    let im = item.into_image(transform)?;
+    if im.dtype() != Dtype::U8 || im.layout() != Layout::Hwc {
+        return Err(Error::WrongInput {
+            transform,
+            expected: "a uint8 HWC image (apply it before ToFloat and ToChw)",
+            got: im.describe(),
+        });
+    }
+    let (h, w, c) = (im.height(), im.width(), im.channels());
+    let Pixels::U8(v) = im.into_pixels() else {
+        unreachable!("checked to be uint8")
+    };
+    Ok((h, w, c, v))
+}
+
 /// Checks the sides and byte size of an image against the hard limits.
 pub(crate) fn check_size(
     height: usize,

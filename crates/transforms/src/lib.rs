@@ -63,21 +63,29 @@
 
 #![warn(missing_docs)]
 
-mod augment;
-mod collate;
-mod color;
-mod compose;
-mod decode;
-mod dtype;
-mod error;
-mod geometry;
-mod image;
-mod resize;
-mod rng;
-pub mod simd;
-mod tensor;
-mod transform;
-pub mod tv;
+// The modules, bottom up; each line says what it holds.
+
+// What every step takes and gives.
+mod dtype; // `Dtype`, the type of an image's values
+mod error; // `Error`, `Format`, and the parsing of names into enums
+mod image; // `Image`, `Item`, `Pixels`, `Layout`, the size limits
+mod rng; // `Key` and `Rng`: Philox4x64-10, one counter per draw
+mod transform; // the `Transform` trait, and what a decoder does for the step after it
+
+// The steps.
+mod collate; // `Collator`: images stacked into a reusable `Batch`
+mod compose; // `Compose`: steps chained, decoders paired with the resize after them
+mod decode; // `Decode`: PNG, WebP, TIFF, and our own JPEG and BMP decoders
+mod geometry; // crops, pads, flips, `Rotate90`: values moved, none computed
+mod tensor; // `ToFloat`, `Normalize`, `ToChw`, `ToHwc`
+
+// Whose values: Pillow's, torchvision's, and what their resizers share.
+mod augment; // torchvision's random transforms: a draw from the `Key`, then a `tv` kernel
+mod pil; // Pillow's values: `convert` (`ToRgb`, `ToRgba`, `ToGray`), `resize` (`Resize`)
+mod resample; // `Interpolation`, the filters and the float weights of both resizers
+pub mod tv; // torchvision's uint8 kernels: colour, resize, affine, enhance
+
+pub mod simd; // the switch every SIMD kernel asks (`DLRS_SIMD=off`)
 
 pub use augment::{
     ColorJitter, CropBox, EraseValue, Jitter, Op, RandomApply, RandomCrop, RandomErasing,
@@ -85,7 +93,6 @@ pub use augment::{
     TrivialAugmentWide,
 };
 pub use collate::{Batch, BatchLayout, Collator};
-pub use color::{ToGray, ToRgb, ToRgba};
 pub use compose::Compose;
 pub use decode::{Decode, DecodeLimits, Draft, sniff_format};
 pub use dtype::Dtype;
@@ -94,7 +101,8 @@ pub use geometry::{
     Anchor, CenterCrop, Crop, Fill, HFlip, Pad, PadTo, Padding, PaddingMode, Rotate90, Size, VFlip,
 };
 pub use image::{Image, Item, Layout, MAX_BYTES, MAX_SIDE, Pixels};
-pub use resize::{Interpolation, Resize, ResizeSize};
+pub use pil::{Resize, ResizeSize, ToGray, ToRgb, ToRgba};
+pub use resample::Interpolation;
 pub use rng::{Key, Rng, philox4x64_10};
 pub use tensor::{Normalize, ToChw, ToFloat, ToHwc};
 pub use transform::{Params, Pointwise, RandomParams, Rect, Reduced, Shrink, Transform, Value};

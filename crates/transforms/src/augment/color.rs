@@ -1,8 +1,7 @@
 //! `ColorJitter` and `RandomGrayscale`.
 
 use super::{check_p, unkeyed};
-use crate::color::u8_hwc;
-use crate::image::{Image, Item, Layout, Pixels};
+use crate::image::{Image, Item, Layout, Pixels, u8_hwc};
 use crate::tv::color as k;
 use crate::{Error, Key, Params, RandomParams, Rng, Transform, Value};
 

@@ -1,10 +1,9 @@
 //! `RandomResizedCrop` and `RandomCrop`.
 
 use super::{Rectangles, unkeyed};
-use crate::color::u8_hwc;
 use crate::dtype::Dtype;
 use crate::geometry::{Window, apply_window};
-use crate::image::{Image, Item, Layout, Pixels, check_size};
+use crate::image::{Image, Item, Layout, Pixels, check_size, u8_hwc};
 use crate::tv::{Interpolation, region_reads, resize_u8, resize_window_u8};
 use crate::{
     Error, Fill, Key, PaddingMode, Params, RandomParams, Rect, Reduced, Rng, Shrink, Size,
@@ -70,7 +69,7 @@ impl RandomResizedCrop {
         }
         check_size(size.height, size.width, 1, Dtype::U8)?;
         let rectangles = Rectangles::new(NAME, scale, ratio, f64::INFINITY)?;
-        if interpolation == Interpolation::Lanczos && !antialias {
+        if interpolation == Interpolation::Lanczos3 && !antialias {
             return Err(Error::arg(NAME, "lanczos requires antialias=True"));
         }
         Ok(RandomResizedCrop {
@@ -88,8 +87,7 @@ impl RandomResizedCrop {
             let (w, h) = self.rectangles.draw(rng, area);
             if w > 0.0 && w <= width as f64 && h > 0.0 && h <= height as f64 {
                 let (h, w) = (h as usize, w as usize);
-                let top = rng.int_in(0, (height - h) as i64);
-                let left = rng.int_in(0, (width - w) as i64);
+                let (top, left) = Rectangles::place(rng, (h, w), (height, width));
                 return CropBox {
                     top,
                     left,

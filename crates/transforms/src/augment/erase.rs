@@ -82,11 +82,10 @@ impl RandomErasing {
                 continue;
             }
             let (h, w) = (h as usize, w as usize);
-            let top = rng.int_in(0, (height - h) as i64) as usize;
-            let left = rng.int_in(0, (width - w) as i64) as usize;
+            let (top, left) = Rectangles::place(rng, (h, w), (height, width));
             return Some(Region {
-                top,
-                left,
+                top: top as usize,
+                left: left as usize,
                 height: h,
                 width: w,
             });

@@ -99,6 +99,18 @@ impl Rectangles {
             (target / aspect).sqrt().round_ties_even(),
         )
     }
+
+    /// Where a rectangle of `h × w` that fits goes in an image of `height × width`: the top
+    /// row, then the left column, each uniform (torchvision's two `torch.randint`).
+    pub fn place(
+        rng: &mut Rng,
+        (h, w): (usize, usize),
+        (height, width): (usize, usize),
+    ) -> (i64, i64) {
+        let top = rng.int_in(0, (height - h) as i64);
+        let left = rng.int_in(0, (width - w) as i64);
+        (top, left)
+    }
 }
 
 /// The key of a transform applied without one.

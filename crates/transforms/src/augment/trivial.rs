@@ -1,9 +1,8 @@
 //! `TrivialAugmentWide`: one operation of fourteen, at one of its magnitudes.
 
 use super::unkeyed;
-use crate::color::u8_hwc;
 use crate::geometry::Rotate90;
-use crate::image::{Image, Item, Layout, Pixels};
+use crate::image::{Image, Item, Layout, Pixels, u8_hwc};
 use crate::tv::affine::{Sampling, affine_u8, inverse_matrix};
 use crate::tv::{color as k, enhance as e};
 use crate::{Error, Key, Params, RandomParams, Transform, Value};

@@ -6,7 +6,8 @@ pub mod color;
 pub mod enhance;
 mod resize;
 
-pub use resize::{Interpolation, region_reads, resize_region_u8, resize_u8, resize_window_u8};
+pub use crate::resample::Interpolation;
+pub use resize::{region_reads, resize_region_u8, resize_u8, resize_window_u8};
 
 /// `a × b + c` rounded once to float32: the fused multiply-add of torch's CPU kernels. One
 /// instruction inside [`with_fma`] on a CPU with FMA; elsewhere libm's exact `fmaf`.

@@ -8,91 +8,8 @@
 //! taps around `scale × (x + 0.5) − 0.5`, the taps outside the image folded onto the edge, and
 //! bicubic with `a = −0.75`). Nearest neighbour is torch's `floorf(x × scale)` in float32.
 
-use crate::resize::sinc;
-use crate::{Error, Rect};
-
-/// torchvision's `InterpolationMode` values that apply to uint8 tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Interpolation {
-    /// `"nearest"`: `floor(x × in / out)` in float32 (torch's legacy nearest).
-    Nearest,
-    /// `"nearest-exact"`: `floor((x + 0.5) × in / out)`.
-    NearestExact,
-    /// `"bilinear"`.
-    #[default]
-    Bilinear,
-    /// `"bicubic"` (`a = −0.5` with antialiasing, `−0.75` without, as torch).
-    Bicubic,
-    /// `"lanczos"` (3 lobes; antialiasing only).
-    Lanczos,
-}
-
-impl Interpolation {
-    /// The name torchvision gives it.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Interpolation::Nearest => "nearest",
-            Interpolation::NearestExact => "nearest-exact",
-            Interpolation::Bilinear => "bilinear",
-            Interpolation::Bicubic => "bicubic",
-            Interpolation::Lanczos => "lanczos",
-        }
-    }
-
-    /// Parses torchvision's name (`"lanczos3"` is taken for `"lanczos"`); `owner` names the
-    /// transform in the error.
-    ///
-    /// # Errors
-    /// Any other name.
-    pub fn parse(owner: &'static str, s: &str) -> Result<Interpolation, Error> {
-        match s {
-            "nearest" => Ok(Interpolation::Nearest),
-            "nearest-exact" | "nearest_exact" => Ok(Interpolation::NearestExact),
-            "bilinear" => Ok(Interpolation::Bilinear),
-            "bicubic" => Ok(Interpolation::Bicubic),
-            "lanczos" | "lanczos3" => Ok(Interpolation::Lanczos),
-            other => Err(Error::arg(
-                owner,
-                format!(
-                    "interpolation {other:?} is not one of nearest, nearest-exact, bilinear, \
-                     bicubic, lanczos (box and hamming are for PIL images only)"
-                ),
-            )),
-        }
-    }
-
-    /// Whether antialiasing applies (torchvision ignores it for the nearest modes).
-    #[must_use]
-    pub fn filters(self) -> bool {
-        !matches!(self, Interpolation::Nearest | Interpolation::NearestExact)
-    }
-}
-
-fn triangle(x: f64) -> f64 {
-    let x = x.abs();
-    if x < 1.0 { 1.0 - x } else { 0.0 }
-}
-
-fn cubic(x: f64, a: f64) -> f64 {
-    let x = x.abs();
-    if x < 1.0 {
-        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
-    } else {
-        0.0
-    }
-}
-
-fn lanczos3(x: f64) -> f64 {
-    let x = x.abs();
-    if x < 3.0 {
-        sinc(x) * sinc(x / 3.0)
-    } else {
-        0.0
-    }
-}
+use crate::Rect;
+use crate::resample::{Filter, Interpolation, Window, pick, window};
 
 /// The weights of one axis: per output index the first input index and its taps, each row
 /// `ksize` int16 weights with `precision` fractional bits.
@@ -116,75 +33,13 @@ fn axis_span(
     interp: Interpolation,
     antialias: bool,
 ) -> Axis {
-    let (taps, filter): (usize, Box<dyn Fn(f64) -> f64>) = match interp {
-        Interpolation::Bicubic if antialias => (4, Box::new(|x| cubic(x, -0.5))),
-        Interpolation::Bicubic => (4, Box::new(|x| cubic(x, -0.75))),
-        Interpolation::Lanczos => (6, Box::new(lanczos3)),
-        _ => (2, Box::new(triangle)),
-    };
-    let scale = (to - from) / output as f64;
-    let half = taps as f64 * 0.5;
-    let (ksize, support) = if antialias {
-        let support = if scale >= 1.0 { half * scale } else { half };
-        (support.ceil() as usize * 2 + 1, support)
+    let filter = Filter::torch(interp, antialias);
+    let window = if antialias {
+        window(input, (from, to), output, filter, true)
     } else {
-        (taps, half)
+        fixed_taps(input, (from, to), output, filter)
     };
-    let mut rows = vec![0f64; output * ksize];
-    let mut bounds = Vec::with_capacity(output);
-    let mut wt_max = 0f64;
-    for (i, row) in rows.chunks_exact_mut(ksize).enumerate() {
-        if antialias {
-            let center = from + scale * (i as f64 + 0.5);
-            let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
-            // C casts: truncation toward zero.
-            let xmin = ((center - support + 0.5) as i64).max(0);
-            let xsize = ((center + support + 0.5) as i64).min(input as i64) - xmin;
-            let xsize = xsize.clamp(0, ksize as i64) as usize;
-            let mut total = 0.0;
-            for (j, w) in row.iter_mut().enumerate().take(xsize) {
-                *w = filter(((j as i64 + xmin) as f64 - center + 0.5) * invscale);
-                total += *w;
-            }
-            if total != 0.0 {
-                for w in &mut row[..xsize] {
-                    *w /= total;
-                    wt_max = wt_max.max(*w);
-                }
-            }
-            bounds.push((xmin as usize, xsize));
-        } else {
-            let cubic = taps > 2;
-            let mut real = from + scale * (i as f64 + 0.5) - 0.5;
-            if !cubic && real < 0.0 {
-                real = 0.0;
-            }
-            // torch floors in float32 (`floorf` of the double).
-            let index = ((real as f32).floor() as i64).min(input as i64 - 1);
-            let lambda = (real - index as f64).clamp(0.0, 1.0);
-            let sup = (taps / 2) as i64;
-            let unbound_min = index - sup + 1;
-            let unbound_max = index + sup + 1;
-            let imin = unbound_min.max(0);
-            let isize = (unbound_max.min(input as i64) - imin).clamp(0, ksize as i64) as usize;
-            // Taps outside the image add their weight to the edge tap.
-            let mut wi = 0usize;
-            for j in 0..ksize {
-                let w = filter((j as i64 + 1 - sup) as f64 - lambda);
-                let at = unbound_min + j as i64;
-                if at <= 0 {
-                    wi = 0;
-                } else if at >= input as i64 - 1 {
-                    wi = isize.saturating_sub(1);
-                }
-                let wi_c = wi.min(ksize - 1);
-                row[wi_c] += w;
-                wt_max = wt_max.max(row[wi_c]);
-                wi += 1;
-            }
-            bounds.push((imin as usize, isize));
-        }
-    }
+    let (ksize, bounds, rows, wt_max) = (window.ksize, window.bounds, window.weights, window.max);
     let mut precision = 0u32;
     while precision < 22 {
         let next = (0.5 + wt_max * f64::from(1u32 << (precision + 1))) as i32;
@@ -213,9 +68,67 @@ fn axis_span(
     }
 }
 
+/// torch's weights without antialiasing: two taps per unit of support around
+/// `scale × (x + 0.5) − 0.5`, those outside the image folded onto the edge.
+fn fixed_taps(input: usize, (from, to): (f64, f64), output: usize, filter: Filter) -> Window {
+    let taps = 2 * filter.support as usize;
+    let scale = (to - from) / output as f64;
+    let ksize = taps;
+    let mut rows = vec![0f64; output * ksize];
+    let mut bounds = Vec::with_capacity(output);
+    let mut wt_max = 0f64;
+    for (i, row) in rows.chunks_exact_mut(ksize).enumerate() {
+        let cubic = taps > 2;
+        let mut real = from + scale * (i as f64 + 0.5) - 0.5;
+        if !cubic && real < 0.0 {
+            real = 0.0;
+        }
+        // torch floors in float32 (`floorf` of the double).
+        let index = ((real as f32).floor() as i64).min(input as i64 - 1);
+        let lambda = (real - index as f64).clamp(0.0, 1.0);
+        let sup = (taps / 2) as i64;
+        let unbound_min = index - sup + 1;
+        let unbound_max = index + sup + 1;
+        let imin = unbound_min.max(0);
+        let isize = (unbound_max.min(input as i64) - imin).clamp(0, ksize as i64) as usize;
+        // Taps outside the image add their weight to the edge tap.
+        let mut wi = 0usize;
+        for j in 0..ksize {
+            let w = (filter.kernel)((j as i64 + 1 - sup) as f64 - lambda);
+            let at = unbound_min + j as i64;
+            if at <= 0 {
+                wi = 0;
+            } else if at >= input as i64 - 1 {
+                wi = isize.saturating_sub(1);
+            }
+            let wi_c = wi.min(ksize - 1);
+            row[wi_c] += w;
+            wt_max = wt_max.max(row[wi_c]);
+            wi += 1;
+        }
+        bounds.push((imin as usize, isize));
+    }
+    Window {
+        ksize,
+        bounds,
+        weights: rows,
+        max: wt_max,
+    }
+}
+
 #[inline]
 fn clip8(acc: i32, precision: u32) -> u8 {
     (acc >> precision).clamp(0, 255) as u8
+}
+
+/// [`horizontal`] for an image of `c` channels.
+fn across(src: &[u8], h: usize, w: usize, c: usize, ax: &Axis) -> Vec<u8> {
+    match c {
+        1 => horizontal::<1>(src, h, w, ax),
+        2 => horizontal::<2>(src, h, w, ax),
+        3 => horizontal::<3>(src, h, w, ax),
+        _ => horizontal::<4>(src, h, w, ax),
+    }
 }
 
 /// Each row of an `h × w` image of `C` channels resized across by `ax`.
@@ -394,25 +307,12 @@ pub fn resize_u8(
         let exact = interp == Interpolation::NearestExact;
         let xs = nearest_table(w, ow, exact);
         let ys = nearest_table(h, oh, exact);
-        let mut out = Vec::with_capacity(oh * ow * c);
-        for &sy in &ys {
-            let row = &src[sy * w * c..][..w * c];
-            for &sx in &xs {
-                out.extend_from_slice(&row[sx * c..][..c]);
-            }
-        }
-        return out;
+        return pick(src, w, c, &xs, &ys);
     }
     let mut cur: std::borrow::Cow<'_, [u8]> = src.into();
     if ow != w {
         let ax = axis(w, ow, interp, antialias);
-        cur = match c {
-            1 => horizontal::<1>(&cur, h, w, &ax),
-            2 => horizontal::<2>(&cur, h, w, &ax),
-            3 => horizontal::<3>(&cur, h, w, &ax),
-            _ => horizontal::<4>(&cur, h, w, &ax),
-        }
-        .into();
+        cur = across(&cur, h, w, c, &ax).into();
     }
     if oh != h {
         let ax = axis(h, oh, interp, antialias);
@@ -495,13 +395,8 @@ pub fn resize_window_u8(
     for b in &mut ax.bounds {
         b.0 -= window.left;
     }
-    let across = match c {
-        1 => horizontal::<1>(rows, hi - lo, window.width, &ax),
-        2 => horizontal::<2>(rows, hi - lo, window.width, &ax),
-        3 => horizontal::<3>(rows, hi - lo, window.width, &ax),
-        _ => horizontal::<4>(rows, hi - lo, window.width, &ax),
-    };
-    vertical(&across, ow, c, &ay)
+    let rows = across(rows, hi - lo, window.width, c, &ax);
+    vertical(&rows, ow, c, &ay)
 }
 
 /// The first and past-the-last input an axis reads (at least one).
@@ -537,7 +432,7 @@ mod tests {
             h in 1usize..4, w in 1usize..80, ow in 1usize..60, four: bool, seed: u64,
             aa: bool, kind in 0usize..3, from in 0.0f64..0.5,
         ) {
-            let interp = [Interpolation::Bilinear, Interpolation::Bicubic, Interpolation::Lanczos][kind];
+            let interp = [Interpolation::Bilinear, Interpolation::Bicubic, Interpolation::Lanczos3][kind];
             let ax = axis_span(w, (from, w as f64 - from), ow, interp, aa);
             let mut x = seed | 1;
             let c = if four { 4 } else { 3 };
@@ -557,8 +452,8 @@ mod tests {
             c in 1usize..=4, seed: u64, aa: bool, kind in 0usize..3,
         ) {
             proptest::prop_assume!(oh != h && ow != w);
-            let interp = [Interpolation::Bilinear, Interpolation::Bicubic, Interpolation::Lanczos][kind];
-            proptest::prop_assume!(aa || interp != Interpolation::Lanczos);
+            let interp = [Interpolation::Bilinear, Interpolation::Bicubic, Interpolation::Lanczos3][kind];
+            proptest::prop_assume!(aa || interp != Interpolation::Lanczos3);
             let mut x = seed | 1;
             let src: Vec<u8> = (0..h * w * c).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
             let region = (0.0, 0.0, h as f64, w as f64);
@@ -576,7 +471,7 @@ mod tests {
             Interpolation::NearestExact,
             Interpolation::Bilinear,
             Interpolation::Bicubic,
-            Interpolation::Lanczos,
+            Interpolation::Lanczos3,
         ] {
             for aa in [true, false] {
                 for (h, w, oh, ow) in [(7, 9, 3, 20), (1, 1, 5, 4), (40, 3, 11, 3), (5, 6, 5, 6)] {

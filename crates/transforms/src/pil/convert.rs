@@ -1,34 +1,13 @@
 //! ToRgb, ToRgba, ToGray: Pillow's `convert("RGB" / "RGBA" / "L")` on uint8 HWC images.
 
 use crate::dtype::Dtype;
-use crate::image::{Image, Item, Layout, Pixels, check_size};
+use crate::image::{Image, Item, Layout, Pixels, check_size, u8_hwc};
 use crate::{Error, Transform};
 
 /// Pillow's luma: `(R * 19595 + G * 38470 + B * 7471 + 0x8000) >> 16`.
 #[inline]
 pub(crate) fn luma(r: u8, g: u8, b: u8) -> u8 {
     ((u32::from(r) * 19595 + u32::from(g) * 38470 + u32::from(b) * 7471 + 0x8000) >> 16) as u8
-}
-
-/// The height, width, channels and values of a uint8 HWC image, or a `WrongInput` error naming
-/// `transform`.
-pub(crate) fn u8_hwc(
-    transform: &'static str,
-    item: Item,
-) -> Result<(usize, usize, usize, Vec<u8>), Error> {
-    let im = item.into_image(transform)?;
-    if im.dtype() != Dtype::U8 || im.layout() != Layout::Hwc {
-        return Err(Error::WrongInput {
-            transform,
-            expected: "a uint8 HWC image (apply it before ToFloat and ToChw)",
-            got: im.describe(),
-        });
-    }
-    let (h, w, c) = (im.height(), im.width(), im.channels());
-    let Pixels::U8(v) = im.into_pixels() else {
-        unreachable!("checked to be uint8")
-    };
-    Ok((h, w, c, v))
 }
 
 fn convert(src: &[u8], from: usize, to: usize) -> Vec<u8> {
