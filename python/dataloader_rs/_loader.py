@@ -315,16 +315,6 @@ def _route_skip_first_batches() -> None:
     _skip_routed = route_skip_first_batches()
 
 
-class _LoaderInfo:
-    """What ``get_worker_info()`` reports of a loader (kept by the native loader)."""
-
-    __slots__ = ("dataset", "num_workers")
-
-    def __init__(self, dataset: Any, num_workers: int) -> None:
-        self.dataset = dataset
-        self.num_workers = num_workers
-
-
 class SequentialSampler:
     """``loader.sampler`` of a loader without shuffle or sampler: the indices in order."""
 
@@ -585,44 +575,53 @@ class PyDataloader(Generic[B]):
         #: The batch the next epoch starts at, from ``load_state_dict`` until it starts.
         self._resume_position: int | None = None
 
-        spec: _native._Spec = {
+        if shuffle:
+            base_seed = None  # the shuffle's seed
+        elif _base_seed is not None:
+            base_seed = _base_seed % _U64
+        elif generator is not None:
+            base_seed = _generator_seed(generator)
+        else:
+            base_seed = _draw_seed()
+        self._check_run(rank, world_size, max_failures)
+        args: dict[str, Any] = {
             "kind": "rust" if is_rust else "async" if is_async else "python",
-            "dataset": dataset if is_rust else None,
-            "event_loop": None,
-            "getitem": None,
-            "getitems": None,
+            "dataset": dataset,
             "transform": transform,
             "transform_takes_index": transform is not None and _takes_index(transform),
             "collate_fn": _pinning(collate_fn, pin_memory, pin_memory_device),
             "return_indices": return_indices,
             "runtime_threads": runtime_threads,
             "items_in_flight": items_in_flight,
-            "settings": {
-                # A batch never holds more than the epoch, nor the ring more than its batches:
-                # a larger value acts as sys.maxsize (which fits a usize).
-                "batch_size": min(self.batch_size or 1, sys.maxsize),
-                "num_workers": self.num_workers,
-                "prefetch_depth": min(self.prefetch_depth, sys.maxsize),
-                "item_concurrency": self.item_concurrency,
-                "drop_last": drop_last,
-                "shuffle": shuffle,
-                "seed": None if seed is None else seed % _U64,
-            },
+            "batch_size": self.batch_size or 1,
+            "num_workers": self.num_workers,
+            "prefetch_depth": self.prefetch_depth,
+            "prefetch_factor": None,
+            "item_concurrency": self.item_concurrency,
+            "drop_last": drop_last,
+            "shuffle": shuffle,
+            "seed": seed,
+            "base_seed": base_seed,
+            "rank": rank,
+            "world_size": world_size,
+            "max_failures": max_failures,
         }
         if is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
             # iterators are gone.
             event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
-            spec["event_loop"] = event_loop
-            spec["getitem"] = dataset.__getitem__
-            spec["getitems"] = getattr(dataset, "__getitems__", None)
             try:
-                self._native = _native.Loader(spec)
+                self._native = _native.Loader(
+                    **args,
+                    event_loop=event_loop,
+                    getitem=dataset.__getitem__,
+                    getitems=getattr(dataset, "__getitems__", None),
+                )
             except BaseException:
                 event_loop.close()
                 raise
         elif is_rust:
-            self._native = _native.Loader(spec)
+            self._native = _native.Loader(**args)
         else:
             getitem = dataset.__getitem__
             getitems = getattr(dataset, "__getitems__", None)
@@ -630,21 +629,9 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"{type(dataset).__name__}.__getitems__ must be a method or None")
             if worker_init_fn is not None and num_workers > 0:
                 getitem, getitems = _with_worker_init(worker_init_fn, getitem, getitems)
-            spec["getitem"] = getitem
-            spec["getitems"] = getitems
-            self._native = _native.Loader(spec)
-        base_seed: Any
-        if shuffle:
-            base_seed = self._native.seed
-        elif _base_seed is not None:
-            base_seed = _base_seed
-        elif generator is not None:
-            base_seed = _generator_seed(generator)
-        else:
-            base_seed = _draw_seed()
-        self._base_seed = int(base_seed) % _U64
-        self._native.set_worker_info(_LoaderInfo(dataset, num_workers), self._base_seed)
-        self._setup_run(rank, world_size, max_failures)
+            self._native = _native.Loader(**args, getitem=getitem, getitems=getitems)
+        self._base_seed = self._native.base_seed
+        self.max_failures = max_failures
         self._initialized = True
         _route_skip_first_batches()
 
@@ -685,24 +672,18 @@ class PyDataloader(Generic[B]):
             return self._adopted_seed
         return self._dist_seed
 
-    def _setup_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
-        """Explicit sharding (the rest is found when an epoch starts) and skipping."""
+    def _check_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
         if world_size is None and rank is not None:
             raise ValueError("rank needs world_size")
         if world_size is not None:
-            world_size = _int_arg("world_size", world_size, -sys.maxsize)
-            rank = 0 if rank is None else _int_arg("rank", rank, -sys.maxsize)
-            self._native.set_shard(rank, world_size)  # checks the values
-        self._explicit_shard: tuple[int, int] | None = None if world_size is None else (int(rank or 0), world_size)
-        self.max_failures = max_failures
+            _int_arg("world_size", world_size, -sys.maxsize)
+            _int_arg("rank", 0 if rank is None else rank, -sys.maxsize)
         if max_failures is not None:
             if isinstance(max_failures, bool):
                 raise TypeError("max_failures must be an int (a count) or a float (a fraction of the epoch)")
             if isinstance(max_failures, int):
-                self._native.set_max_failures(count=_int_arg("max_failures", max_failures, 0))
-            elif isinstance(max_failures, float):
-                self._native.set_max_failures(fraction=max_failures)
-            else:
+                _int_arg("max_failures", max_failures, 0)
+            elif not isinstance(max_failures, float):
                 raise TypeError(
                     f"max_failures must be an int (a count) or a float (a fraction), got {_type_name(max_failures)}"
                 )
@@ -710,8 +691,9 @@ class PyDataloader(Generic[B]):
     def _shard(self) -> tuple[int, int] | None:
         """This epoch's (rank, world_size): given, or from the distributed run; never for a
         sampler or batch sampler the user passed (their order is theirs)."""
-        if self._explicit_shard is not None:
-            return self._explicit_shard
+        explicit = self._native.explicit_shard
+        if explicit is not None:
+            return explicit
         if self._sampler is not None or self._batch_sampler is not None:
             return None
         return _distributed()

@@ -61,33 +61,51 @@ def cli_main(argv: list[str]) -> int: ...
 def parked_workers() -> int: ...
 def worker_state() -> tuple[Any, int | None, int, int, int | None] | None: ...
 
-# What ``_loader.py`` hands the native loader (``Spec`` in crates/py/src/loader.rs).
-class _Spec(TypedDict):
-    kind: Literal["python", "rust", "async"]
-    dataset: HttpDataset | FileDataset | ObjectStoreDataset | None
-    event_loop: EventLoop | None
-    getitem: Callable[[int], Any] | None
-    getitems: Callable[[list[int]], Any] | None
-    transform: Callable[..., Any] | None
-    transform_takes_index: bool
-    collate_fn: Callable[[list[Any]], Any] | None
-    return_indices: bool
-    runtime_threads: int | None
-    items_in_flight: int | None
-    settings: _Settings
-
-class _Settings(TypedDict):
-    batch_size: int
-    num_workers: int
-    prefetch_depth: int
-    item_concurrency: int
-    drop_last: bool
-    shuffle: bool
-    seed: int | None
-
 @final
 class Loader:
-    def __new__(cls, spec: _Spec) -> Self: ...
+    # Built from ``_loader.py``'s arguments as the user gave them: every value is checked here
+    # (crates/py/src/loader/spec.rs), hence ``object``.
+    def __new__(
+        cls,
+        *,
+        kind: Literal["python", "rust", "async"],
+        dataset: object,
+        batch_size: object,
+        num_workers: object,
+        prefetch_depth: object,
+        prefetch_factor: object,
+        item_concurrency: object,
+        drop_last: object,
+        shuffle: object,
+        seed: object,
+        base_seed: int | None,
+        return_indices: object,
+        getitem: Callable[[int], Any] | None = None,
+        getitems: Callable[[list[int]], Any] | None = None,
+        event_loop: EventLoop | None = None,
+        transform: Callable[..., Any] | None = None,
+        transform_takes_index: bool = False,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        runtime_threads: object = None,
+        items_in_flight: object = None,
+        rank: object = None,
+        world_size: object = None,
+        max_failures: object = None,
+    ) -> Self: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def num_workers(self) -> int: ...
+    @property
+    def prefetch_depth(self) -> int: ...
+    @property
+    def item_concurrency(self) -> int: ...
+    @property
+    def shuffle(self) -> bool: ...
+    @property
+    def explicit_shard(self) -> tuple[int, int] | None: ...
+    @property
+    def base_seed(self) -> int: ...
     @property
     def transform_threads(self) -> int: ...
     @property
@@ -107,13 +125,11 @@ class Loader:
     def order_of(self, epoch: int, len: int, *, seed: int | None = None) -> list[int]: ...
     def set_shard(self, rank: int, world_size: int) -> None: ...
     def clear_shard(self) -> None: ...
-    def set_worker_info(self, info: Any, base_seed: int) -> None: ...
     def set_base_seed(self, base_seed: int) -> None: ...
     def set_epoch(self, epoch: int) -> None: ...
     def resume(self, epoch: int, position: int) -> None: ...
     def progress(self) -> tuple[int, int, int, bool]: ...
     def resume_point(self) -> tuple[int, int]: ...
-    def set_max_failures(self, count: int | None = None, fraction: float | None = None) -> None: ...
     def failures(self) -> list[Failure]: ...
     def stats(self) -> dict[str, Any]: ...
 

@@ -1,75 +1,37 @@
 //! The native half of `PyDataloader`: a core [`dlrs_core::Loader`] over a dataset (Python,
-//! async or Rust: [`AnySource`]), and the iterator of one epoch. Argument checking lives in
-//! `python/dataloader_rs/_loader.py`, which builds these.
+//! async or Rust: [`AnySource`]), built from one checked `LoaderSpec` (`spec.rs`: every
+//! argument is checked there, once), and the iterator of one epoch (`iterator.rs`).
+
+mod iterator;
+mod spec;
+
+pub use iterator::BatchIterator;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use pyo3::PyTraverseError;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyList, PyType};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyType};
 
-use dlrs_core::{Config, Epoch, Indices, ItemStats, Order, Recv, Shuffle};
+use dlrs_core::{Epoch, Indices, Order, Shuffle};
 use dlrs_io::Runtime;
 
 use crate::datasets::rust_dataset;
-use crate::errors::{core_error, io_error, load_error, no_stop_iteration};
+use crate::errors::{core_error, io_error};
 use crate::gc::Refs;
 use crate::pipeline::Pipeline;
-use crate::run::{Limit, RunState, Skipper};
-use crate::seam::{Slice, wait_interruptibly};
+use crate::run::{RunState, Skipper};
 use crate::sources::aio::CloseOnDrop;
 use crate::sources::python::Calls;
 use crate::sources::rust::PyStages;
 use crate::sources::stage::Stage;
 use crate::sources::{AnySource, AsyncSource, PySource};
 
-/// The settings every loader takes (`spec["settings"]`).
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-struct Common {
-    batch_size: usize,
-    num_workers: usize,
-    prefetch_depth: usize,
-    item_concurrency: usize,
-    drop_last: bool,
-    shuffle: bool,
-    seed: Option<u64>,
-}
-
-impl Common {
-    /// The core configuration of an async or Rust dataset: at least one batch in flight, on a
-    /// worker; the items of a batch are futures, not pool threads.
-    fn async_config(&self) -> Config {
-        Config {
-            batch_size: self.batch_size,
-            num_workers: self.num_workers.max(1),
-            prefetch_depth: self.prefetch_depth,
-            item_concurrency: 1,
-            drop_last: self.drop_last,
-        }
-    }
-
-    /// The threads of the transform pool of an async or Rust dataset:
-    /// `num_workers × item_concurrency`, at most the CPUs available.
-    fn transform_threads(&self) -> usize {
-        let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        self.num_workers
-            .max(1)
-            .saturating_mul(self.item_concurrency)
-            .min(cpus)
-    }
-
-    fn shuffle(&self) -> Option<Shuffle> {
-        self.shuffle.then(|| {
-            self.seed
-                .map_or_else(Shuffle::from_entropy, Shuffle::seeded)
-        })
-    }
-}
+use spec::{Args, Common, Given, Kind, LoaderSpec, shard_of};
 
 /// A loader over a dataset (made by `PyDataloader`).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "Loader")]
@@ -85,135 +47,139 @@ pub struct Loader {
     /// The Python objects of the source and the event loop of a `PyAsyncDataset`, shared with
     /// the iterators (see `crate::gc`).
     refs: Py<Refs>,
+    /// The sizes as given, for `PyDataloader`'s attributes.
+    given: Given,
+    /// `rank=` and `world_size=`, when given.
+    explicit_shard: Option<(u64, u64)>,
 }
 
-/// What `_loader.py` hands the native loader, as a dict: the kind of dataset and what loads
-/// it, the transform and collation, and the settings. Python checked the types; the values
-/// are checked here (and by the core's `Config`).
-#[derive(FromPyObject)]
-#[pyo3(from_item_all)]
-struct Spec {
-    /// `"python"` (a `PyDataset`: `getitem`, `getitems`), `"rust"` (`dataset`, a Rust
-    /// dataset) or `"async"` (a `PyAsyncDataset`: `getitem`, `getitems` on `event_loop`).
-    kind: String,
-    dataset: Option<Py<PyAny>>,
-    event_loop: Option<Py<PyAny>>,
-    getitem: Option<Py<PyAny>>,
-    getitems: Option<Py<PyAny>>,
-    transform: Option<Py<PyAny>>,
-    /// The transform is called as `f(index, sample)`, not `f(sample)`.
-    transform_takes_index: bool,
-    collate_fn: Option<Py<PyAny>>,
-    return_indices: bool,
-    runtime_threads: Option<i64>,
-    /// The most items fetched at once across the batches in flight (Rust datasets).
-    items_in_flight: Option<i64>,
-    settings: Common,
+/// What `get_worker_info()` reports of a loader besides the worker: its dataset and workers.
+#[pyclass(frozen, module = "dataloader_rs._native", name = "LoaderInfo")]
+pub struct LoaderInfo {
+    #[pyo3(get)]
+    dataset: Py<PyAny>,
+    #[pyo3(get)]
+    num_workers: usize,
 }
 
-/// `name` of a spec, which the kind of dataset requires.
-fn required(value: Option<Py<PyAny>>, name: &str, kind: &str) -> PyResult<Py<PyAny>> {
-    value.ok_or_else(|| PyTypeError::new_err(format!("a {kind} dataset needs {name}")))
+#[pymethods]
+impl LoaderInfo {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.dataset)
+    }
+}
+
+/// What `over_python` and `over_futures` build.
+struct Built {
+    inner: dlrs_core::Loader<AnySource>,
+    transform_threads: usize,
+    skipper: Arc<Skipper>,
+    refs: Py<Refs>,
 }
 
 #[pymethods]
 impl Loader {
+    /// Builds a loader from `_loader.py`'s keyword arguments (see `spec.rs`), checked here.
     #[new]
-    fn new(py: Python<'_>, spec: Spec) -> PyResult<Self> {
-        let common = spec.settings;
-        let pipeline = Pipeline::from_py(
-            py,
-            spec.transform,
-            spec.transform_takes_index,
-            spec.collate_fn,
-            spec.return_indices,
-        );
-        let runtime_threads = match spec.runtime_threads {
-            None => None,
-            Some(n) => Some(usize::try_from(n).map_err(|_| {
-                PyValueError::new_err(format!(
-                    "runtime_threads must be between 1 and {}, got {n}",
-                    dlrs_io::MAX_THREADS
-                ))
-            })?),
+    #[pyo3(signature = (
+        *, kind, dataset, batch_size, num_workers, prefetch_depth, prefetch_factor,
+        item_concurrency, drop_last, shuffle, seed, base_seed, return_indices,
+        getitem=None, getitems=None, event_loop=None, transform=None,
+        transform_takes_index=false, collate_fn=None, runtime_threads=None,
+        items_in_flight=None, rank=None, world_size=None, max_failures=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new<'py>(
+        py: Python<'py>,
+        kind: &str,
+        dataset: Py<PyAny>,
+        batch_size: &Bound<'py, PyAny>,
+        num_workers: &Bound<'py, PyAny>,
+        prefetch_depth: Option<&Bound<'py, PyAny>>,
+        prefetch_factor: Option<&Bound<'py, PyAny>>,
+        item_concurrency: &Bound<'py, PyAny>,
+        drop_last: &Bound<'py, PyAny>,
+        shuffle: Option<&Bound<'py, PyAny>>,
+        seed: Option<&Bound<'py, PyAny>>,
+        base_seed: Option<u64>,
+        return_indices: &Bound<'py, PyAny>,
+        getitem: Option<Py<PyAny>>,
+        getitems: Option<Py<PyAny>>,
+        event_loop: Option<Py<PyAny>>,
+        transform: Option<Py<PyAny>>,
+        transform_takes_index: bool,
+        collate_fn: Option<Py<PyAny>>,
+        runtime_threads: Option<&Bound<'py, PyAny>>,
+        items_in_flight: Option<&Bound<'py, PyAny>>,
+        rank: Option<&Bound<'py, PyAny>>,
+        world_size: Option<&Bound<'py, PyAny>>,
+        max_failures: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Self> {
+        let args = Args {
+            kind,
+            dataset,
+            getitem,
+            getitems,
+            event_loop,
+            transform,
+            transform_takes_index,
+            collate_fn,
+            return_indices,
+            batch_size,
+            num_workers,
+            prefetch_depth,
+            prefetch_factor,
+            item_concurrency,
+            drop_last,
+            shuffle,
+            seed,
+            runtime_threads,
+            items_in_flight,
+            rank,
+            world_size,
+            max_failures,
+            base_seed,
         };
-        let items_in_flight = match spec.items_in_flight {
-            None => None,
-            Some(n) => Some(usize::try_from(n).ok().filter(|&n| n >= 1).ok_or_else(|| {
-                PyValueError::new_err(format!("items_in_flight must be at least 1, got {n}"))
-            })?),
-        };
-        let kind = spec.kind.as_str();
-        match kind {
-            "python" => Self::over_python(
-                py,
-                &common,
-                required(spec.getitem, "getitem", kind)?,
-                spec.getitems,
-                pipeline,
-            ),
-            "rust" => {
-                let object = required(spec.dataset, "dataset", kind)?;
-                let dataset = rust_dataset(object.bind(py))?;
-                let mut pipeline = pipeline;
-                pipeline.tar_samples = crate::datasets::yields_tar_samples(object.bind(py));
-                if pipeline.tar_samples
-                    && matches!(
-                        pipeline.transform,
-                        Some(crate::pipeline::ItemTransform::Native(_))
-                    )
-                {
-                    return Err(crate::pipeline::tar_needs_a_member());
-                }
-                let item_concurrency = common.item_concurrency;
-                Self::over_futures(
-                    py,
-                    &common,
-                    runtime_threads,
-                    pipeline,
-                    None,
-                    |runtime, pipeline, threads| {
-                        let stats = Arc::clone(&pipeline.stats);
-                        AnySource::Rust(
-                            dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
-                                .runtime(runtime)
-                                .item_concurrency(item_concurrency)
-                                .items_in_flight(items_in_flight)
-                                .transform_threads(threads)
-                                .stats(stats),
-                        )
-                    },
-                )
-            }
-            "async" => {
-                let event_loop = required(spec.event_loop, "event_loop", kind)?;
-                let getitem = required(spec.getitem, "getitem", kind)?;
-                let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
-                let item_concurrency = common.item_concurrency.max(1);
-                // One `__getitems__` call per batch only when the items go one at a time.
-                let getitems = spec.getitems.filter(|_| item_concurrency == 1);
-                Self::over_futures(
-                    py,
-                    &common,
-                    runtime_threads,
-                    pipeline,
-                    Some(guard),
-                    |runtime, pipeline, threads| {
-                        AnySource::Async(AsyncSource {
-                            event_loop,
-                            getitem,
-                            getitems,
-                            item_concurrency,
-                            runtime,
-                            stage: Stage::new(pipeline, threads),
-                        })
-                    },
-                )
-            }
-            other => Err(PyValueError::new_err(format!(
-                "unknown kind of dataset {other:?}"
-            ))),
-        }
+        Self::build(py, LoaderSpec::read(py, args)?)
+    }
+
+    /// `batch_size` as given (the native loader takes at most `sys.maxsize`).
+    #[getter]
+    fn batch_size(&self, py: Python<'_>) -> Py<PyInt> {
+        self.given.batch_size.clone_ref(py)
+    }
+
+    #[getter]
+    fn num_workers(&self, py: Python<'_>) -> Py<PyInt> {
+        self.given.num_workers.clone_ref(py)
+    }
+
+    /// `prefetch_depth` as given, or made from `prefetch_factor`.
+    #[getter]
+    fn prefetch_depth(&self, py: Python<'_>) -> Py<PyInt> {
+        self.given.prefetch_depth.clone_ref(py)
+    }
+
+    #[getter]
+    fn item_concurrency(&self, py: Python<'_>) -> Py<PyInt> {
+        self.given.item_concurrency.clone_ref(py)
+    }
+
+    #[getter]
+    fn shuffle(&self) -> bool {
+        self.shuffle.is_some()
+    }
+
+    /// `(rank, world_size)` given to the loader, or None.
+    #[getter]
+    fn explicit_shard(&self) -> Option<(u64, u64)> {
+        self.explicit_shard
+    }
+
+    /// The base of the per-item seeds.
+    #[getter]
+    fn base_seed(&self) -> u64 {
+        self.inner.source().pipeline().info.base_seed()
     }
 
     /// The threads of the transform pool of an async or Rust dataset (0 for a Python dataset,
@@ -250,41 +216,26 @@ impl Loader {
         (0..order.len()).map(|p| order.get(p)).collect()
     }
 
-    /// Shards every later epoch: this loader loads rank `rank`'s share of `world_size`.
-    fn set_shard(&self, rank: i64, world_size: i64) -> PyResult<()> {
-        if world_size < 1 {
-            return Err(PyValueError::new_err(format!(
-                "world_size must be at least 1, got {world_size}"
-            )));
-        }
-        if !(0..world_size).contains(&rank) {
-            return Err(PyValueError::new_err(format!(
-                "rank must be in [0, world_size): got rank {rank} of {world_size}"
-            )));
-        }
-        self.run
-            .set_shard(rank.unsigned_abs(), world_size.unsigned_abs());
+    /// Run time: shards every later epoch, rank `rank`'s share of `world_size` (`_loader.py`
+    /// decides the shard again at each `iter()`, from the distributed environment).
+    fn set_shard(&self, rank: &Bound<'_, PyInt>, world_size: &Bound<'_, PyInt>) -> PyResult<()> {
+        let (rank, world_size) = shard_of(rank, world_size)?;
+        self.run.set_shard(rank, world_size);
         Ok(())
     }
 
-    /// What `get_worker_info()` reports on this loader's threads (`info`: dataset,
-    /// num_workers) and the base of its per-item seeds; set once.
-    fn set_worker_info(&self, info: Py<PyAny>, base_seed: u64) -> PyResult<()> {
-        self.inner.source().pipeline().info.set(info, base_seed)
-    }
-
-    /// Replaces the base of the per-item seeds (`load_state_dict`: a resumed run draws what the
-    /// run that took the state drew).
+    /// Run time: replaces the base of the per-item seeds (`load_state_dict`: a resumed run
+    /// draws what the run that took the state drew).
     fn set_base_seed(&self, base_seed: u64) {
         self.inner.source().pipeline().info.set_base_seed(base_seed);
     }
 
-    /// Every later epoch is whole, not a rank's share.
+    /// Run time: every later epoch is whole, not a rank's share.
     fn clear_shard(&self) {
         self.run.clear_shard();
     }
 
-    /// The number of the next epoch (as `DistributedSampler.set_epoch`).
+    /// Run time: the number of the next epoch (as `DistributedSampler.set_epoch`).
     fn set_epoch(&self, epoch: u64) {
         self.inner.set_next_epoch(epoch);
     }
@@ -318,23 +269,6 @@ impl Loader {
     /// Reports its reference to the loader's Python objects (see `crate::gc`).
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.refs)
-    }
-
-    /// Skip failed items: at most `count` per epoch, or `fraction` of it.
-    #[pyo3(signature = (count=None, fraction=None))]
-    fn set_max_failures(&self, count: Option<u64>, fraction: Option<f64>) -> PyResult<()> {
-        match (count, fraction) {
-            (Some(n), None) => self.skipper.set_limit(Limit::Count(n)),
-            (None, Some(f)) if (0.0..=1.0).contains(&f) => {
-                self.skipper.set_limit(Limit::Fraction(f));
-            }
-            _ => {
-                return Err(PyValueError::new_err(
-                    "max_failures is a count (an int >= 0) or a fraction of the epoch (a float in [0, 1])",
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// The items skipped in the current epoch.
@@ -490,6 +424,111 @@ impl Loader {
         }
     }
 
+    /// The loader `spec` describes, with its worker info, shard and skipping in place.
+    fn build(py: Python<'_>, spec: LoaderSpec) -> PyResult<Self> {
+        let common = spec.settings;
+        let pipeline = Pipeline::from_py(
+            py,
+            spec.transform,
+            spec.transform_takes_index,
+            spec.collate_fn,
+            spec.return_indices,
+        );
+        let built = match spec.kind {
+            Kind::Python { getitem, getitems } => {
+                Self::over_python(py, &common, getitem, getitems, pipeline)?
+            }
+            Kind::Rust => {
+                let object = spec.dataset.bind(py);
+                let dataset = rust_dataset(object)?;
+                let mut pipeline = pipeline;
+                pipeline.tar_samples = crate::datasets::yields_tar_samples(object);
+                if pipeline.tar_samples
+                    && matches!(
+                        pipeline.transform,
+                        Some(crate::pipeline::ItemTransform::Native(_))
+                    )
+                {
+                    return Err(crate::pipeline::tar_needs_a_member());
+                }
+                let item_concurrency = common.item_concurrency;
+                let items_in_flight = spec.items_in_flight;
+                Self::over_futures(
+                    py,
+                    &common,
+                    spec.runtime_threads,
+                    pipeline,
+                    None,
+                    |runtime, pipeline, threads| {
+                        let stats = Arc::clone(&pipeline.stats);
+                        AnySource::Rust(
+                            dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
+                                .runtime(runtime)
+                                .item_concurrency(item_concurrency)
+                                .items_in_flight(items_in_flight)
+                                .transform_threads(threads)
+                                .stats(stats),
+                        )
+                    },
+                )?
+            }
+            Kind::Async {
+                event_loop,
+                getitem,
+                getitems,
+            } => {
+                let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
+                let item_concurrency = common.item_concurrency.max(1);
+                // One `__getitems__` call per batch only when the items go one at a time.
+                let getitems = getitems.filter(|_| item_concurrency == 1);
+                Self::over_futures(
+                    py,
+                    &common,
+                    spec.runtime_threads,
+                    pipeline,
+                    Some(guard),
+                    |runtime, pipeline, threads| {
+                        AnySource::Async(AsyncSource {
+                            event_loop,
+                            getitem,
+                            getitems,
+                            item_concurrency,
+                            runtime,
+                            stage: Stage::new(pipeline, threads),
+                        })
+                    },
+                )?
+            }
+        };
+        let info = LoaderInfo {
+            dataset: spec.dataset,
+            num_workers: common.num_workers,
+        };
+        built
+            .inner
+            .source()
+            .pipeline()
+            .info
+            .set(Py::new(py, info)?.into_any(), spec.base_seed)?;
+        let run = Arc::<RunState>::default();
+        if let Some((rank, world_size)) = spec.shard {
+            run.set_shard(rank, world_size);
+        }
+        if let Some(limit) = spec.max_failures {
+            built.skipper.set_limit(limit);
+        }
+        Ok(Self {
+            inner: built.inner,
+            shuffle: common.shuffle(),
+            transform_threads: built.transform_threads,
+            run,
+            skipper: built.skipper,
+            refs: built.refs,
+            given: spec.given,
+            explicit_shard: spec.shard,
+        })
+    }
+
     /// A loader over a Python dataset: `getitem` and `getitems` run on the worker threads.
     fn over_python(
         py: Python<'_>,
@@ -497,7 +536,7 @@ impl Loader {
         getitem: Py<PyAny>,
         getitems: Option<Py<PyAny>>,
         pipeline: Pipeline,
-    ) -> PyResult<Self> {
+    ) -> PyResult<Built> {
         let coroutine_type = py
             .import("types")?
             .getattr("CoroutineType")?
@@ -511,25 +550,16 @@ impl Loader {
             coroutine_type,
             skipper: Arc::clone(&skipper),
         };
-        let config = Config {
-            batch_size: common.batch_size,
-            num_workers: common.num_workers,
-            prefetch_depth: common.prefetch_depth,
-            item_concurrency: common.item_concurrency,
-            drop_last: common.drop_last,
-        };
         let source = AnySource::Python(PySource {
             calls: Arc::new(calls),
             item_concurrency: common.item_concurrency,
             gil: crate::attach::gil_enabled(py)?,
         });
-        let inner = dlrs_core::Loader::new(source, config).map_err(|e| core_error(&e))?;
+        let inner = dlrs_core::Loader::new(source, common.config()).map_err(|e| core_error(&e))?;
         let refs = Refs::new(py, Arc::clone(inner.source()), None)?;
-        Ok(Self {
+        Ok(Built {
             inner,
-            shuffle: common.shuffle(),
             transform_threads: 0,
-            run: Arc::default(),
             skipper,
             refs,
         })
@@ -544,7 +574,7 @@ impl Loader {
         pipeline: Pipeline,
         event_loop: Option<Arc<CloseOnDrop>>,
         make: impl FnOnce(Arc<Runtime>, Arc<Pipeline>, usize) -> AnySource,
-    ) -> PyResult<Self> {
+    ) -> PyResult<Built> {
         let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
         let transform_threads = if pipeline.transform.is_some() {
             common.transform_threads().max(1)
@@ -559,11 +589,9 @@ impl Loader {
         let inner =
             dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
         let refs = Refs::new(py, Arc::clone(inner.source()), event_loop)?;
-        Ok(Self {
+        Ok(Built {
             inner,
-            shuffle: common.shuffle(),
             transform_threads,
-            run: Arc::default(),
             skipper,
             refs,
         })
@@ -685,150 +713,5 @@ fn index_of(item: &Bound<'_, PyAny>) -> PyResult<u64> {
             })
         }
         Err(_) => Err(bad_type()),
-    }
-}
-
-/// The batches of one epoch, in order.
-#[pyclass(
-    frozen,
-    weakref,
-    module = "dataloader_rs._native",
-    name = "BatchIterator"
-)]
-pub struct BatchIterator {
-    epoch: Epoch<AnySource>,
-    /// Counts the items handed out.
-    item_stats: Arc<ItemStats>,
-    /// The epoch's number.
-    number: u64,
-    /// Where checkpoints read the progress.
-    run: Arc<RunState>,
-    busy: AtomicBool,
-    workers: bool,
-    /// How long `next()` waits for a batch before it raises (workers only).
-    timeout: Option<Duration>,
-    /// Without workers but with concurrent items, this thread waits for helpers that need the
-    /// interpreter, so it releases it while the batch loads.
-    inline_releases: bool,
-    /// The loader's Python objects (see `crate::gc`); also keeps the event loop of a
-    /// `PyAsyncDataset` open while the iterator lives. Dropped after the epoch.
-    refs: Py<Refs>,
-}
-
-/// Marks an iterator as being advanced; a second thread gets RuntimeError.
-struct Busy<'a>(&'a AtomicBool);
-
-impl<'a> Busy<'a> {
-    fn enter(flag: &'a AtomicBool) -> PyResult<Self> {
-        if flag
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            return Err(PyRuntimeError::new_err(
-                "this iterator is being advanced by another thread: a loader iterator is used by one thread at a time",
-            ));
-        }
-        Ok(Self(flag))
-    }
-}
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-#[pymethods]
-impl BatchIterator {
-    fn __iter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.check_process()?;
-        let _busy = Busy::enter(&self.busy)?;
-        let recv = if self.workers {
-            let deadline = self.timeout.map(|t| (t, Instant::now() + t));
-            wait_interruptibly(py, |slice| {
-                let slice = match (slice, deadline) {
-                    (Some(s), Some((_, d))) => {
-                        Some(s.min(d.saturating_duration_since(Instant::now())))
-                    }
-                    (s, _) => s,
-                };
-                match self.epoch.recv(slice) {
-                    Recv::Pending => match deadline {
-                        Some((t, d)) if Instant::now() >= d => Slice::Ready(Err(t)),
-                        _ => Slice::Pending,
-                    },
-                    other => Slice::Ready(Ok(other)),
-                }
-            })?
-            .map_err(|t| {
-                PyRuntimeError::new_err(format!(
-                    "no batch arrived within timeout={} seconds",
-                    t.as_secs_f64()
-                ))
-            })?
-        } else if self.inline_releases {
-            // The batch loads inside the core on this thread, which cannot return mid-batch to
-            // slice here: `PySource` waits for its item helpers in `SIGNAL_SLICE`s instead and
-            // checks signals between them.
-            crate::seam::wait_on_loader(py, || self.epoch.recv(None))?
-        } else {
-            self.epoch.recv(None)
-        };
-        if matches!(recv, Recv::Batch(_)) {
-            self.run
-                .record(self.number, self.epoch.position(), self.epoch.num_batches());
-        }
-        match recv {
-            Recv::Batch(Ok(loaded)) => {
-                self.item_stats.delivered(loaded.items);
-                Ok(Some(loaded.batch))
-            }
-            // Any StopIteration left would end the epoch quietly.
-            Recv::Batch(Err(e)) => Err(no_stop_iteration(py, load_error(e), "user code")),
-            Recv::Finished => Ok(None),
-            Recv::Pending => unreachable!("waits until ready"),
-        }
-    }
-
-    /// The number of the epoch.
-    #[getter]
-    fn epoch(&self) -> u64 {
-        self.number
-    }
-
-    /// Reports its reference to the loader's Python objects (see `crate::gc`). Batches
-    /// waiting in the ring are not reported.
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.refs)
-    }
-
-    /// The batches handed out so far (counting those a resumed epoch skipped).
-    #[getter]
-    fn position(&self) -> PyResult<u64> {
-        self.check_process()?;
-        Ok(self.epoch.position())
-    }
-
-    /// The number of batches left in the epoch.
-    fn __len__(&self) -> PyResult<usize> {
-        self.check_process()?;
-        Ok(usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX))
-    }
-}
-
-impl BatchIterator {
-    /// An iterator inherited through `fork` would wait forever for the parent's workers.
-    fn check_process(&self) -> PyResult<()> {
-        if self.epoch.is_inherited() {
-            return Err(PyRuntimeError::new_err(
-                "this iterator was started before the process forked: its workers are in the \
-                 parent process; start a new epoch with iter(loader) in the child",
-            ));
-        }
-        Ok(())
     }
 }
