@@ -1,4 +1,6 @@
-"""``PyDataloader``: argument checking and epochs; the loading itself is in Rust (``_native``)."""
+"""``PyDataloader``: what only Python can do (torch's generator, the distributed environment,
+``worker_init_fn``, the kind of dataset, torch's options) and epochs; the native loader
+(``_native``) checks every argument it receives, once, and loads."""
 
 from __future__ import annotations
 
@@ -183,35 +185,19 @@ def _with_worker_init(
 
 
 def _check_torch_options(
-    num_workers: int,
-    prefetch_factor: int | None,
-    prefetch_depth: int,
-    persistent_workers: object,
-    pin_memory: object,
-    in_order: object,
-    timeout: object,
-) -> int:
-    """Checks the arguments that only torch's DataLoader has; returns ``prefetch_depth`` (from
-    ``prefetch_factor`` when given: torch counts the batches per worker, in progress or waiting)."""
-    if prefetch_factor is not None:
-        if prefetch_depth is not _MISSING:
-            raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
-        if num_workers == 0:
-            raise ValueError("prefetch_factor needs num_workers > 0 (it counts batches per worker)")
-        prefetch_factor = _int_arg("prefetch_factor", prefetch_factor, 1)
-        prefetch_depth = max(1, (prefetch_factor - 1) * num_workers)
-    if prefetch_depth is _MISSING:
-        prefetch_depth = 2
+    num_workers: object, persistent_workers: object, pin_memory: object, in_order: object, timeout: object
+) -> None:
+    """Checks the arguments that only torch's DataLoader has and the native loader never sees
+    (``prefetch_factor`` it turns into ``prefetch_depth`` itself)."""
     for name, value in (("persistent_workers", persistent_workers), ("pin_memory", pin_memory), ("in_order", in_order)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be a bool, got {value!r}")
-    if persistent_workers and num_workers == 0:
+    if persistent_workers and not num_workers:
         raise ValueError("persistent_workers=True needs num_workers > 0")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
     if timeout < 0:
         raise ValueError(f"timeout must be non-negative, got {timeout}")
-    return prefetch_depth
 
 
 #: Configuration attributes that cannot change once a loader is made (setting one raises,
@@ -468,12 +454,7 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"batch_sampler must be an iterable of lists of ints, got {_type_name(batch_sampler)}")
             if rank is not None or world_size is not None:
                 raise ValueError("batch_sampler gives whole batches: shard them in the batch sampler, not with rank=")
-        # Beyond a usize these are refused here, with their name (the native loader refuses
-        # far smaller values of num_workers x item_concurrency for threads).
-        num_workers = _int_arg("num_workers", num_workers, 0, sys.maxsize)
-        prefetch_depth = _check_torch_options(
-            num_workers, prefetch_factor, prefetch_depth, persistent_workers, pin_memory, in_order, timeout
-        )
+        _check_torch_options(num_workers, persistent_workers, pin_memory, in_order, timeout)
         if multiprocessing_context is not None:
             warnings.warn(
                 "multiprocessing_context is not used: dataloader_rs workers are threads of this process",
@@ -488,26 +469,8 @@ class PyDataloader(Generic[B]):
         _callable_arg("worker_init_fn", worker_init_fn)
 
         self._initialized = False
-        self.batch_size = None if batch_sampler is not None else _int_arg("batch_size", batch_size, 1)
-        self.num_workers = num_workers
-        self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
-        self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if num_workers else None)
-        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, sys.maxsize)
-        if shuffle is None:
-            shuffle = False
-        if not isinstance(shuffle, bool):
-            raise TypeError(f"shuffle must be a bool, got {shuffle!r} ({_type_name(shuffle)})")
-        if not isinstance(drop_last, bool):
-            raise TypeError(f"drop_last must be a bool, got {drop_last!r} ({_type_name(drop_last)})")
-        if not isinstance(return_indices, bool):
-            raise TypeError(f"return_indices must be a bool, got {return_indices!r}")
         if shuffle and sampler is not None:
             raise ValueError("shuffle=True cannot be combined with sampler: shuffle inside the sampler instead")
-        if seed is not None:
-            if not shuffle:
-                raise ValueError("seed is only allowed with shuffle=True")
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise TypeError(f"seed must be an int, got {seed!r} ({_type_name(seed)})")
         if sampler is not None and not isinstance(sampler, Iterable):
             raise TypeError(f"sampler must be an iterable of ints, got {sampler!r} ({_type_name(sampler)})")
         _callable_arg("transform", transform)
@@ -520,8 +483,6 @@ class PyDataloader(Generic[B]):
         if not is_rust:
             _check_not_iterable(dataset)
         if is_async or is_rust:
-            if runtime_threads is not None:
-                runtime_threads = _int_arg("runtime_threads", runtime_threads, -sys.maxsize)
             if worker_init_fn is not None:
                 raise ValueError(
                     "worker_init_fn runs on the worker threads of a PyDataset; the items of "
@@ -532,26 +493,21 @@ class PyDataloader(Generic[B]):
                 "runtime_threads sizes the async runtime of async and Rust datasets; "
                 f"{type(dataset).__name__} is a synchronous dataset"
             )
-        if items_in_flight is not None:
-            if not is_rust:
-                raise ValueError(
-                    "items_in_flight bounds the fetches of Rust datasets (HttpDataset, "
-                    f"FileDataset, ObjectStoreDataset, TarDataset); {type(dataset).__name__} is not one"
-                )
-            items_in_flight = _int_arg("items_in_flight", items_in_flight, -sys.maxsize)
+        if items_in_flight is not None and not is_rust:
+            raise ValueError(
+                "items_in_flight bounds the fetches of Rust datasets (HttpDataset, "
+                f"FileDataset, ObjectStoreDataset, TarDataset); {type(dataset).__name__} is not one"
+            )
         if is_async:
             _check_async_dataset(dataset)
         elif not is_rust:
             _check_sync_dataset(dataset)
 
         self.dataset = dataset
-        self.shuffle = shuffle
         self.transform = transform
         self.collate_fn = collate_fn
         self.drop_last = drop_last
         self.return_indices = return_indices
-        self.runtime_threads = runtime_threads
-        self.items_in_flight = items_in_flight
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
         self.persistent_workers = persistent_workers
@@ -564,7 +520,7 @@ class PyDataloader(Generic[B]):
         self._batch_sampler = batch_sampler
         self._user_seed = seed
         #: A shuffle seed the loader drew (none given): a state's seed replaces it.
-        self._seed_drawn = shuffle and seed is None
+        self._seed_drawn = bool(shuffle) and seed is None
         if self._seed_drawn:
             seed = _drawn_seed if _drawn_seed is not None else _draw_seed()
         #: The seed of a state that replaced the drawn one (``load_state_dict``).
@@ -583,7 +539,6 @@ class PyDataloader(Generic[B]):
             base_seed = _generator_seed(generator)
         else:
             base_seed = _draw_seed()
-        self._check_run(rank, world_size, max_failures)
         args: dict[str, Any] = {
             "kind": "rust" if is_rust else "async" if is_async else "python",
             "dataset": dataset,
@@ -593,11 +548,11 @@ class PyDataloader(Generic[B]):
             "return_indices": return_indices,
             "runtime_threads": runtime_threads,
             "items_in_flight": items_in_flight,
-            "batch_size": self.batch_size or 1,
-            "num_workers": self.num_workers,
-            "prefetch_depth": self.prefetch_depth,
-            "prefetch_factor": None,
-            "item_concurrency": self.item_concurrency,
+            "batch_size": 1 if batch_sampler is not None else batch_size,
+            "num_workers": num_workers,
+            "prefetch_depth": None if prefetch_depth is _MISSING else prefetch_depth,
+            "prefetch_factor": prefetch_factor,
+            "item_concurrency": item_concurrency,
             "drop_last": drop_last,
             "shuffle": shuffle,
             "seed": seed,
@@ -627,10 +582,19 @@ class PyDataloader(Generic[B]):
             getitems = getattr(dataset, "__getitems__", None)
             if getitems is not None and not callable(getitems):
                 raise TypeError(f"{type(dataset).__name__}.__getitems__ must be a method or None")
-            if worker_init_fn is not None and num_workers > 0:
+            if worker_init_fn is not None and num_workers:  # zero workers run no init
                 getitem, getitems = _with_worker_init(worker_init_fn, getitem, getitems)
             self._native = _native.Loader(**args, getitem=getitem, getitems=getitems)
-        self._base_seed = self._native.base_seed
+        native = self._native
+        self.batch_size = None if batch_sampler is not None else native.batch_size
+        self.num_workers = native.num_workers
+        self.prefetch_depth = native.prefetch_depth
+        self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if self.num_workers else None)
+        self.item_concurrency = native.item_concurrency
+        self.shuffle = native.shuffle
+        self.runtime_threads = native.runtime_threads
+        self.items_in_flight = native.items_in_flight
+        self._base_seed = native.base_seed
         self.max_failures = max_failures
         self._initialized = True
         _route_skip_first_batches()
@@ -671,22 +635,6 @@ class PyDataloader(Generic[B]):
         if self._adopted_seed is not None:
             return self._adopted_seed
         return self._dist_seed
-
-    def _check_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
-        if world_size is None and rank is not None:
-            raise ValueError("rank needs world_size")
-        if world_size is not None:
-            _int_arg("world_size", world_size, -sys.maxsize)
-            _int_arg("rank", 0 if rank is None else rank, -sys.maxsize)
-        if max_failures is not None:
-            if isinstance(max_failures, bool):
-                raise TypeError("max_failures must be an int (a count) or a float (a fraction of the epoch)")
-            if isinstance(max_failures, int):
-                _int_arg("max_failures", max_failures, 0)
-            elif not isinstance(max_failures, float):
-                raise TypeError(
-                    f"max_failures must be an int (a count) or a float (a fraction), got {_type_name(max_failures)}"
-                )
 
     def _shard(self) -> tuple[int, int] | None:
         """This epoch's (rank, world_size): given, or from the distributed run; never for a

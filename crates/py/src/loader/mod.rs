@@ -166,6 +166,16 @@ impl Loader {
     }
 
     #[getter]
+    fn runtime_threads(&self) -> Option<usize> {
+        self.given.runtime_threads
+    }
+
+    #[getter]
+    fn items_in_flight(&self) -> Option<usize> {
+        self.given.items_in_flight
+    }
+
+    #[getter]
     fn shuffle(&self) -> bool {
         self.shuffle.is_some()
     }

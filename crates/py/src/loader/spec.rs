@@ -112,6 +112,8 @@ pub struct Given {
     pub num_workers: Py<PyInt>,
     pub prefetch_depth: Py<PyInt>,
     pub item_concurrency: Py<PyInt>,
+    pub runtime_threads: Option<usize>,
+    pub items_in_flight: Option<usize>,
 }
 
 /// Everything a native loader is built from, checked.
@@ -212,6 +214,8 @@ impl LoaderSpec {
                 num_workers: num_workers.unbind(),
                 prefetch_depth: prefetch_depth.unbind(),
                 item_concurrency: item_concurrency.unbind(),
+                runtime_threads,
+                items_in_flight,
             },
             runtime_threads,
             items_in_flight,
