@@ -65,6 +65,7 @@ REFUSED: dict[str, tuple[Any, dict[str, Any], str, type[Exception], str]] = {
     "rank": (2, {"world_size": 2}, "python", ValueError, r"rank must be in \[0, world_size\)"),
     "world_size": (0, {}, "python", ValueError, "world_size must be at least 1, got 0"),
     "max_failures": (1.5, {}, "python", ValueError, "max_failures is a count"),
+    "timeout": ("1", {}, "python", TypeError, "timeout must be a number of seconds, got '1'"),
 }
 
 

@@ -184,9 +184,7 @@ def _with_worker_init(
     return getitem_init, getitems_init
 
 
-def _check_torch_options(
-    num_workers: object, persistent_workers: object, pin_memory: object, in_order: object, timeout: object
-) -> None:
+def _check_torch_options(num_workers: object, persistent_workers: object, pin_memory: object, in_order: object) -> None:
     """Checks the arguments that only torch's DataLoader has and the native loader never sees
     (``prefetch_factor`` it turns into ``prefetch_depth`` itself)."""
     for name, value in (("persistent_workers", persistent_workers), ("pin_memory", pin_memory), ("in_order", in_order)):
@@ -194,10 +192,6 @@ def _check_torch_options(
             raise TypeError(f"{name} must be a bool, got {value!r}")
     if persistent_workers and not num_workers:
         raise ValueError("persistent_workers=True needs num_workers > 0")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-    if timeout < 0:
-        raise ValueError(f"timeout must be non-negative, got {timeout}")
 
 
 #: Configuration attributes that cannot change once a loader is made (setting one raises,
@@ -454,7 +448,7 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"batch_sampler must be an iterable of lists of ints, got {_type_name(batch_sampler)}")
             if rank is not None or world_size is not None:
                 raise ValueError("batch_sampler gives whole batches: shard them in the batch sampler, not with rank=")
-        _check_torch_options(num_workers, persistent_workers, pin_memory, in_order, timeout)
+        _check_torch_options(num_workers, persistent_workers, pin_memory, in_order)
         if multiprocessing_context is not None:
             warnings.warn(
                 "multiprocessing_context is not used: dataloader_rs workers are threads of this process",
@@ -511,7 +505,6 @@ class PyDataloader(Generic[B]):
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
         self.persistent_workers = persistent_workers
-        self.timeout = float(timeout)
         self.worker_init_fn = worker_init_fn
         self.generator = generator
         self.in_order = in_order
@@ -546,6 +539,7 @@ class PyDataloader(Generic[B]):
             "transform_takes_index": transform is not None and _takes_index(transform),
             "collate_fn": _pinning(collate_fn, pin_memory, pin_memory_device),
             "return_indices": return_indices,
+            "timeout": timeout,
             "runtime_threads": runtime_threads,
             "items_in_flight": items_in_flight,
             "batch_size": 1 if batch_sampler is not None else batch_size,
@@ -592,6 +586,7 @@ class PyDataloader(Generic[B]):
         self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if self.num_workers else None)
         self.item_concurrency = native.item_concurrency
         self.shuffle = native.shuffle
+        self.timeout = native.timeout
         self.runtime_threads = native.runtime_threads
         self.items_in_flight = native.items_in_flight
         self._base_seed = native.base_seed
@@ -824,7 +819,6 @@ class PyDataloader(Generic[B]):
 
     def _start_epoch(self, skip: int) -> Iterator[B]:
         """The next epoch, its first ``skip`` batches (after any a loaded state skips) not loaded."""
-        timeout = self.timeout or None
         unused = self._unused_epoch()
         if unused is not None:
             self._native.set_epoch(unused)
@@ -834,13 +828,13 @@ class PyDataloader(Generic[B]):
         if self._native.epoch > LAST_EPOCH:
             raise RuntimeError(f"epoch {LAST_EPOCH} was the last an epoch number can count to: set_epoch(n) to go on")
         if self._batch_sampler is not None:
-            batches = self._native.epoch_from(batch_sampler=self._batch_sampler, timeout=timeout)
+            batches = self._native.epoch_from(batch_sampler=self._batch_sampler)
         else:
             self._apply_shard()
             if self._sampler is not None:
-                batches = self._native.epoch_from(sampler=self._sampler, timeout=timeout)
+                batches = self._native.epoch_from(sampler=self._sampler)
             else:
-                batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed(), timeout=timeout)
+                batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed())
         self._last_iter = (batches.epoch, batches.position)
         self._resume_position = None
         if "accelerate.state" in sys.modules:

@@ -51,6 +51,8 @@ pub struct Loader {
     given: Given,
     /// `rank=` and `world_size=`, when given.
     explicit_shard: Option<(u64, u64)>,
+    /// How long a `next()` waits for a batch from the workers before it raises.
+    timeout: Option<Duration>,
 }
 
 /// What `get_worker_info()` reports of a loader besides the worker: its dataset and workers.
@@ -83,7 +85,7 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         *, kind, dataset, batch_size, num_workers, prefetch_depth, prefetch_factor,
-        item_concurrency, drop_last, shuffle, seed, base_seed, return_indices,
+        item_concurrency, drop_last, shuffle, seed, base_seed, return_indices, timeout,
         getitem=None, getitems=None, event_loop=None, transform=None,
         transform_takes_index=false, collate_fn=None, runtime_threads=None,
         items_in_flight=None, rank=None, world_size=None, max_failures=None
@@ -103,6 +105,7 @@ impl Loader {
         seed: Option<&Bound<'py, PyAny>>,
         base_seed: Option<u64>,
         return_indices: &Bound<'py, PyAny>,
+        timeout: &Bound<'py, PyAny>,
         getitem: Option<Py<PyAny>>,
         getitems: Option<Py<PyAny>>,
         event_loop: Option<Py<PyAny>>,
@@ -138,6 +141,7 @@ impl Loader {
             rank,
             world_size,
             max_failures,
+            timeout,
             base_seed,
         };
         Self::build(py, LoaderSpec::read(py, args)?)
@@ -173,6 +177,12 @@ impl Loader {
     #[getter]
     fn items_in_flight(&self) -> Option<usize> {
         self.given.items_in_flight
+    }
+
+    /// `timeout` in seconds (0: as long as it takes).
+    #[getter]
+    fn timeout(&self) -> f64 {
+        self.given.timeout
     }
 
     #[getter]
@@ -334,33 +344,23 @@ impl Loader {
     }
 
     /// Starts the next epoch over `len` items, in order or shuffled (with `seed` instead of
-    /// the loader's when given: the seed all ranks of a distributed run share). With
-    /// `timeout` (seconds), a `next()` that waits longer for a batch raises RuntimeError.
-    #[pyo3(signature = (len, *, seed=None, timeout=None))]
-    fn epoch_over(
-        &self,
-        py: Python<'_>,
-        len: u64,
-        seed: Option<u64>,
-        timeout: Option<f64>,
-    ) -> PyResult<BatchIterator> {
-        let timeout = timeout_arg(timeout)?;
+    /// the loader's when given: the seed all ranks of a distributed run share).
+    #[pyo3(signature = (len, *, seed=None))]
+    fn epoch_over(&self, py: Python<'_>, len: u64, seed: Option<u64>) -> BatchIterator {
         let e = self.inner.advance_epoch();
-        Ok(self.start(py, self.order(len, e, seed), e, timeout))
+        self.start(py, self.order(len, e, seed), e, self.timeout)
     }
 
     /// Starts the next epoch in the order of `sampler` (an iterable of indices) or with the
     /// batches of `batch_sampler` (an iterable of iterables of indices; the epoch's batches
     /// are then `len` of it), whichever is given, read whole now.
-    #[pyo3(signature = (*, sampler=None, batch_sampler=None, timeout=None))]
+    #[pyo3(signature = (*, sampler=None, batch_sampler=None))]
     fn epoch_from(
         &self,
         py: Python<'_>,
         sampler: Option<&Bound<'_, PyAny>>,
         batch_sampler: Option<&Bound<'_, PyAny>>,
-        timeout: Option<f64>,
     ) -> PyResult<BatchIterator> {
-        let timeout = timeout_arg(timeout)?;
         let plan = match (sampler, batch_sampler) {
             (Some(sampler), None) => self.plan(Order::Explicit(Arc::new(read_sampler(sampler)?))),
             (None, Some(batches)) => {
@@ -377,7 +377,7 @@ impl Loader {
             }
         };
         let e = self.inner.advance_epoch();
-        Ok(self.start_plan(py, plan, e, timeout))
+        Ok(self.start_plan(py, plan, e, self.timeout))
     }
 }
 
@@ -536,6 +536,7 @@ impl Loader {
             refs: built.refs,
             given: spec.given,
             explicit_shard: spec.shard,
+            timeout: spec.timeout,
         })
     }
 
@@ -623,19 +624,6 @@ impl Loader {
         let config = self.inner.config();
         let order = self.run.shard(order, config.drop_last);
         dlrs_core::EpochPlan::new(order, config.batch_size, config.drop_last)
-    }
-}
-
-/// `timeout=` in seconds: None or 0 waits as long as it takes.
-fn timeout_arg(timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    match timeout {
-        None => Ok(None),
-        Some(0.0) => Ok(None),
-        Some(t) => Duration::try_from_secs_f64(t).map(Some).map_err(|_| {
-            PyValueError::new_err(format!(
-                "timeout must be a non-negative number of seconds, got {t}"
-            ))
-        }),
     }
 }
 

@@ -2,6 +2,8 @@
 //! `Loader(...)` and checked once, here, with torch's messages (`crate::args`); `_loader.py`
 //! passes the user's values through unchecked.
 
+use std::time::Duration;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt};
@@ -35,6 +37,7 @@ pub struct Args<'a, 'py> {
     pub rank: Option<&'a Bound<'py, PyAny>>,
     pub world_size: Option<&'a Bound<'py, PyAny>>,
     pub max_failures: Option<&'a Bound<'py, PyAny>>,
+    pub timeout: &'a Bound<'py, PyAny>,
     pub base_seed: Option<u64>,
 }
 
@@ -114,6 +117,8 @@ pub struct Given {
     pub item_concurrency: Py<PyInt>,
     pub runtime_threads: Option<usize>,
     pub items_in_flight: Option<usize>,
+    /// `timeout` in seconds, as a float.
+    pub timeout: f64,
 }
 
 /// Everything a native loader is built from, checked.
@@ -134,6 +139,8 @@ pub struct LoaderSpec {
     /// `(rank, world_size)` given to the loader (the distributed run's is found per epoch).
     pub shard: Option<(u64, u64)>,
     pub max_failures: Option<Limit>,
+    /// How long a `next()` waits for a batch from the workers (None: as long as it takes).
+    pub timeout: Option<Duration>,
     /// The base of the per-item seeds: given, else the shuffle's seed.
     pub base_seed: u64,
 }
@@ -174,6 +181,15 @@ impl LoaderSpec {
             .transpose()?;
         let shard = shard(args.rank, args.world_size)?;
         let max_failures = args.max_failures.map(max_failures).transpose()?;
+        let timeout_secs = timeout(args.timeout)?;
+        let timeout = match timeout_secs {
+            0.0 => None,
+            t => Some(Duration::try_from_secs_f64(t).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "timeout must be a non-negative number of seconds, got {t}"
+                ))
+            })?),
+        };
         let kind = match args.kind {
             "python" => Kind::Python {
                 getitem: required(args.getitem, "getitem", args.kind)?,
@@ -216,11 +232,13 @@ impl LoaderSpec {
                 item_concurrency: item_concurrency.unbind(),
                 runtime_threads,
                 items_in_flight,
+                timeout: timeout_secs,
             },
             runtime_threads,
             items_in_flight,
             shard,
             max_failures,
+            timeout,
         })
     }
 }
@@ -333,4 +351,25 @@ fn max_failures(value: &Bound<'_, PyAny>) -> PyResult<Limit> {
         "max_failures must be an int (a count) or a float (a fraction), got {}",
         crate::text::type_name(value)
     )))
+}
+
+/// `timeout=`: a number of seconds (an int or a float), at least 0.
+fn timeout(value: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let not_number = || {
+        PyTypeError::new_err(format!(
+            "timeout must be a number of seconds, got {}",
+            crate::text::shown(value)
+        ))
+    };
+    if value.is_instance_of::<PyBool>()
+        || !(value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>())
+    {
+        return Err(not_number());
+    }
+    if value.lt(0)? {
+        return Err(PyValueError::new_err(format!(
+            "timeout must be non-negative, got {value}"
+        )));
+    }
+    value.extract::<f64>()
 }
