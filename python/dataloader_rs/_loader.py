@@ -1,4 +1,6 @@
-"""``PyDataloader``: argument checking and epochs; the loading itself is in Rust (``_native``)."""
+"""``PyDataloader``: what only Python can do (torch's generator, the distributed environment,
+``worker_init_fn``, the kind of dataset, torch's options) and epochs; the native loader
+(``_native``) checks every argument it receives, once, and loads."""
 
 from __future__ import annotations
 
@@ -182,36 +184,14 @@ def _with_worker_init(
     return getitem_init, getitems_init
 
 
-def _check_torch_options(
-    num_workers: int,
-    prefetch_factor: int | None,
-    prefetch_depth: int,
-    persistent_workers: object,
-    pin_memory: object,
-    in_order: object,
-    timeout: object,
-) -> int:
-    """Checks the arguments that only torch's DataLoader has; returns ``prefetch_depth`` (from
-    ``prefetch_factor`` when given: torch counts the batches per worker, in progress or waiting)."""
-    if prefetch_factor is not None:
-        if prefetch_depth is not _MISSING:
-            raise TypeError("give prefetch_depth or torch's prefetch_factor, not both")
-        if num_workers == 0:
-            raise ValueError("prefetch_factor needs num_workers > 0 (it counts batches per worker)")
-        prefetch_factor = _int_arg("prefetch_factor", prefetch_factor, 1)
-        prefetch_depth = max(1, (prefetch_factor - 1) * num_workers)
-    if prefetch_depth is _MISSING:
-        prefetch_depth = 2
+def _check_torch_options(num_workers: object, persistent_workers: object, pin_memory: object, in_order: object) -> None:
+    """Checks the arguments that only torch's DataLoader has and the native loader never sees
+    (``prefetch_factor`` it turns into ``prefetch_depth`` itself)."""
     for name, value in (("persistent_workers", persistent_workers), ("pin_memory", pin_memory), ("in_order", in_order)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be a bool, got {value!r}")
-    if persistent_workers and num_workers == 0:
+    if persistent_workers and not num_workers:
         raise ValueError("persistent_workers=True needs num_workers > 0")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number of seconds, got {timeout!r}")
-    if timeout < 0:
-        raise ValueError(f"timeout must be non-negative, got {timeout}")
-    return prefetch_depth
 
 
 #: Configuration attributes that cannot change once a loader is made (setting one raises,
@@ -313,16 +293,6 @@ def _route_skip_first_batches() -> None:
     if _skip_routed or "accelerate" not in sys.modules:
         return
     _skip_routed = route_skip_first_batches()
-
-
-class _LoaderInfo:
-    """What ``get_worker_info()`` reports of a loader (kept by the native loader)."""
-
-    __slots__ = ("dataset", "num_workers")
-
-    def __init__(self, dataset: Any, num_workers: int) -> None:
-        self.dataset = dataset
-        self.num_workers = num_workers
 
 
 class SequentialSampler:
@@ -478,12 +448,7 @@ class PyDataloader(Generic[B]):
                 raise TypeError(f"batch_sampler must be an iterable of lists of ints, got {_type_name(batch_sampler)}")
             if rank is not None or world_size is not None:
                 raise ValueError("batch_sampler gives whole batches: shard them in the batch sampler, not with rank=")
-        # Beyond a usize these are refused here, with their name (the native loader refuses
-        # far smaller values of num_workers x item_concurrency for threads).
-        num_workers = _int_arg("num_workers", num_workers, 0, sys.maxsize)
-        prefetch_depth = _check_torch_options(
-            num_workers, prefetch_factor, prefetch_depth, persistent_workers, pin_memory, in_order, timeout
-        )
+        _check_torch_options(num_workers, persistent_workers, pin_memory, in_order)
         if multiprocessing_context is not None:
             warnings.warn(
                 "multiprocessing_context is not used: dataloader_rs workers are threads of this process",
@@ -498,26 +463,8 @@ class PyDataloader(Generic[B]):
         _callable_arg("worker_init_fn", worker_init_fn)
 
         self._initialized = False
-        self.batch_size = None if batch_sampler is not None else _int_arg("batch_size", batch_size, 1)
-        self.num_workers = num_workers
-        self.prefetch_depth = _int_arg("prefetch_depth", prefetch_depth, 1)
-        self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if num_workers else None)
-        self.item_concurrency = _int_arg("item_concurrency", item_concurrency, 1, sys.maxsize)
-        if shuffle is None:
-            shuffle = False
-        if not isinstance(shuffle, bool):
-            raise TypeError(f"shuffle must be a bool, got {shuffle!r} ({_type_name(shuffle)})")
-        if not isinstance(drop_last, bool):
-            raise TypeError(f"drop_last must be a bool, got {drop_last!r} ({_type_name(drop_last)})")
-        if not isinstance(return_indices, bool):
-            raise TypeError(f"return_indices must be a bool, got {return_indices!r}")
         if shuffle and sampler is not None:
             raise ValueError("shuffle=True cannot be combined with sampler: shuffle inside the sampler instead")
-        if seed is not None:
-            if not shuffle:
-                raise ValueError("seed is only allowed with shuffle=True")
-            if isinstance(seed, bool) or not isinstance(seed, int):
-                raise TypeError(f"seed must be an int, got {seed!r} ({_type_name(seed)})")
         if sampler is not None and not isinstance(sampler, Iterable):
             raise TypeError(f"sampler must be an iterable of ints, got {sampler!r} ({_type_name(sampler)})")
         _callable_arg("transform", transform)
@@ -530,8 +477,6 @@ class PyDataloader(Generic[B]):
         if not is_rust:
             _check_not_iterable(dataset)
         if is_async or is_rust:
-            if runtime_threads is not None:
-                runtime_threads = _int_arg("runtime_threads", runtime_threads, -sys.maxsize)
             if worker_init_fn is not None:
                 raise ValueError(
                     "worker_init_fn runs on the worker threads of a PyDataset; the items of "
@@ -542,30 +487,24 @@ class PyDataloader(Generic[B]):
                 "runtime_threads sizes the async runtime of async and Rust datasets; "
                 f"{type(dataset).__name__} is a synchronous dataset"
             )
-        if items_in_flight is not None:
-            if not is_rust:
-                raise ValueError(
-                    "items_in_flight bounds the fetches of Rust datasets (HttpDataset, "
-                    f"FileDataset, ObjectStoreDataset, TarDataset); {type(dataset).__name__} is not one"
-                )
-            items_in_flight = _int_arg("items_in_flight", items_in_flight, -sys.maxsize)
+        if items_in_flight is not None and not is_rust:
+            raise ValueError(
+                "items_in_flight bounds the fetches of Rust datasets (HttpDataset, "
+                f"FileDataset, ObjectStoreDataset, TarDataset); {type(dataset).__name__} is not one"
+            )
         if is_async:
             _check_async_dataset(dataset)
         elif not is_rust:
             _check_sync_dataset(dataset)
 
         self.dataset = dataset
-        self.shuffle = shuffle
         self.transform = transform
         self.collate_fn = collate_fn
         self.drop_last = drop_last
         self.return_indices = return_indices
-        self.runtime_threads = runtime_threads
-        self.items_in_flight = items_in_flight
         self.pin_memory = pin_memory
         self.pin_memory_device = pin_memory_device
         self.persistent_workers = persistent_workers
-        self.timeout = float(timeout)
         self.worker_init_fn = worker_init_fn
         self.generator = generator
         self.in_order = in_order
@@ -574,7 +513,7 @@ class PyDataloader(Generic[B]):
         self._batch_sampler = batch_sampler
         self._user_seed = seed
         #: A shuffle seed the loader drew (none given): a state's seed replaces it.
-        self._seed_drawn = shuffle and seed is None
+        self._seed_drawn = bool(shuffle) and seed is None
         if self._seed_drawn:
             seed = _drawn_seed if _drawn_seed is not None else _draw_seed()
         #: The seed of a state that replaced the drawn one (``load_state_dict``).
@@ -585,66 +524,73 @@ class PyDataloader(Generic[B]):
         #: The batch the next epoch starts at, from ``load_state_dict`` until it starts.
         self._resume_position: int | None = None
 
-        spec: _native._Spec = {
+        if shuffle:
+            base_seed = None  # the shuffle's seed
+        elif _base_seed is not None:
+            base_seed = _base_seed % _U64
+        elif generator is not None:
+            base_seed = _generator_seed(generator)
+        else:
+            base_seed = _draw_seed()
+        args: dict[str, Any] = {
             "kind": "rust" if is_rust else "async" if is_async else "python",
-            "dataset": dataset if is_rust else None,
-            "event_loop": None,
-            "getitem": None,
-            "getitems": None,
+            "dataset": dataset,
             "transform": transform,
             "transform_takes_index": transform is not None and _takes_index(transform),
             "collate_fn": _pinning(collate_fn, pin_memory, pin_memory_device),
             "return_indices": return_indices,
+            "timeout": timeout,
             "runtime_threads": runtime_threads,
             "items_in_flight": items_in_flight,
-            "settings": {
-                # A batch never holds more than the epoch, nor the ring more than its batches:
-                # a larger value acts as sys.maxsize (which fits a usize).
-                "batch_size": min(self.batch_size or 1, sys.maxsize),
-                "num_workers": self.num_workers,
-                "prefetch_depth": min(self.prefetch_depth, sys.maxsize),
-                "item_concurrency": self.item_concurrency,
-                "drop_last": drop_last,
-                "shuffle": shuffle,
-                "seed": None if seed is None else seed % _U64,
-            },
+            "batch_size": 1 if batch_sampler is not None else batch_size,
+            "num_workers": num_workers,
+            "prefetch_depth": None if prefetch_depth is _MISSING else prefetch_depth,
+            "prefetch_factor": prefetch_factor,
+            "item_concurrency": item_concurrency,
+            "drop_last": drop_last,
+            "shuffle": shuffle,
+            "seed": seed,
+            "base_seed": base_seed,
+            "rank": rank,
+            "world_size": world_size,
+            "max_failures": max_failures,
         }
         if is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
             # iterators are gone.
             event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
-            spec["event_loop"] = event_loop
-            spec["getitem"] = dataset.__getitem__
-            spec["getitems"] = getattr(dataset, "__getitems__", None)
             try:
-                self._native = _native.Loader(spec)
+                self._native = _native.Loader(
+                    **args,
+                    event_loop=event_loop,
+                    getitem=dataset.__getitem__,
+                    getitems=getattr(dataset, "__getitems__", None),
+                )
             except BaseException:
                 event_loop.close()
                 raise
         elif is_rust:
-            self._native = _native.Loader(spec)
+            self._native = _native.Loader(**args)
         else:
             getitem = dataset.__getitem__
             getitems = getattr(dataset, "__getitems__", None)
             if getitems is not None and not callable(getitems):
                 raise TypeError(f"{type(dataset).__name__}.__getitems__ must be a method or None")
-            if worker_init_fn is not None and num_workers > 0:
+            if worker_init_fn is not None and num_workers:  # zero workers run no init
                 getitem, getitems = _with_worker_init(worker_init_fn, getitem, getitems)
-            spec["getitem"] = getitem
-            spec["getitems"] = getitems
-            self._native = _native.Loader(spec)
-        base_seed: Any
-        if shuffle:
-            base_seed = self._native.seed
-        elif _base_seed is not None:
-            base_seed = _base_seed
-        elif generator is not None:
-            base_seed = _generator_seed(generator)
-        else:
-            base_seed = _draw_seed()
-        self._base_seed = int(base_seed) % _U64
-        self._native.set_worker_info(_LoaderInfo(dataset, num_workers), self._base_seed)
-        self._setup_run(rank, world_size, max_failures)
+            self._native = _native.Loader(**args, getitem=getitem, getitems=getitems)
+        native = self._native
+        self.batch_size = None if batch_sampler is not None else native.batch_size
+        self.num_workers = native.num_workers
+        self.prefetch_depth = native.prefetch_depth
+        self.prefetch_factor = prefetch_factor if prefetch_factor is not None else (2 if self.num_workers else None)
+        self.item_concurrency = native.item_concurrency
+        self.shuffle = native.shuffle
+        self.timeout = native.timeout
+        self.runtime_threads = native.runtime_threads
+        self.items_in_flight = native.items_in_flight
+        self._base_seed = native.base_seed
+        self.max_failures = max_failures
         self._initialized = True
         _route_skip_first_batches()
 
@@ -685,33 +631,12 @@ class PyDataloader(Generic[B]):
             return self._adopted_seed
         return self._dist_seed
 
-    def _setup_run(self, rank: int | None, world_size: int | None, max_failures: float | None) -> None:
-        """Explicit sharding (the rest is found when an epoch starts) and skipping."""
-        if world_size is None and rank is not None:
-            raise ValueError("rank needs world_size")
-        if world_size is not None:
-            world_size = _int_arg("world_size", world_size, -sys.maxsize)
-            rank = 0 if rank is None else _int_arg("rank", rank, -sys.maxsize)
-            self._native.set_shard(rank, world_size)  # checks the values
-        self._explicit_shard: tuple[int, int] | None = None if world_size is None else (int(rank or 0), world_size)
-        self.max_failures = max_failures
-        if max_failures is not None:
-            if isinstance(max_failures, bool):
-                raise TypeError("max_failures must be an int (a count) or a float (a fraction of the epoch)")
-            if isinstance(max_failures, int):
-                self._native.set_max_failures(count=_int_arg("max_failures", max_failures, 0))
-            elif isinstance(max_failures, float):
-                self._native.set_max_failures(fraction=max_failures)
-            else:
-                raise TypeError(
-                    f"max_failures must be an int (a count) or a float (a fraction), got {_type_name(max_failures)}"
-                )
-
     def _shard(self) -> tuple[int, int] | None:
         """This epoch's (rank, world_size): given, or from the distributed run; never for a
         sampler or batch sampler the user passed (their order is theirs)."""
-        if self._explicit_shard is not None:
-            return self._explicit_shard
+        explicit = self._native.explicit_shard
+        if explicit is not None:
+            return explicit
         if self._sampler is not None or self._batch_sampler is not None:
             return None
         return _distributed()
@@ -894,7 +819,6 @@ class PyDataloader(Generic[B]):
 
     def _start_epoch(self, skip: int) -> Iterator[B]:
         """The next epoch, its first ``skip`` batches (after any a loaded state skips) not loaded."""
-        timeout = self.timeout or None
         unused = self._unused_epoch()
         if unused is not None:
             self._native.set_epoch(unused)
@@ -904,13 +828,13 @@ class PyDataloader(Generic[B]):
         if self._native.epoch > LAST_EPOCH:
             raise RuntimeError(f"epoch {LAST_EPOCH} was the last an epoch number can count to: set_epoch(n) to go on")
         if self._batch_sampler is not None:
-            batches = self._native.epoch_from(batch_sampler=self._batch_sampler, timeout=timeout)
+            batches = self._native.epoch_from(batch_sampler=self._batch_sampler)
         else:
             self._apply_shard()
             if self._sampler is not None:
-                batches = self._native.epoch_from(sampler=self._sampler, timeout=timeout)
+                batches = self._native.epoch_from(sampler=self._sampler)
             else:
-                batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed(), timeout=timeout)
+                batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed())
         self._last_iter = (batches.epoch, batches.position)
         self._resume_position = None
         if "accelerate.state" in sys.modules:

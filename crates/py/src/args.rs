@@ -1,6 +1,7 @@
 //! Checks of the arguments Python passes to the native classes: each takes the owner's name and
 //! the argument's, and raises `TypeError` or `ValueError` in one message style
-//! (`"{owner}: {name} must be ..., got {value}"`).
+//! (`"{owner}: {name} must be ..., got {value}"`). The loader's own arguments (`count_arg`,
+//! `flag_arg`, `loader_seed`) are torch's and speak as torch does: without an owner.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -172,12 +173,87 @@ pub(crate) fn floats_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyR
 
 /// A seed: any int (bools refused), taken modulo 2^64 as the loader takes its seeds.
 pub fn seed_arg(owner: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    seed_of(&format!("{owner}: seed"), obj)
+}
+
+/// The loader's `seed=`, as [`seed_arg`].
+pub fn loader_seed(obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    seed_of("seed", obj)
+}
+
+fn seed_of(what: &str, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
     if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
         return Err(PyTypeError::new_err(format!(
-            "{owner}: seed must be an int, got {} ({})",
+            "{what} must be an int, got {} ({})",
             shown(obj),
             type_name(obj)
         )));
     }
     obj.rem(1u128 << 64)?.extract()
+}
+
+/// A loader's int argument, of any size (bools refused, `__index__` objects such as numpy
+/// integers taken), within `[min, max]`: the int itself, for the loader's attributes.
+pub fn count_arg<'py>(
+    name: &str,
+    obj: &Bound<'py, PyAny>,
+    min: i64,
+    max: Option<i64>,
+) -> PyResult<Bound<'py, PyInt>> {
+    if obj.is_instance_of::<PyBool>() {
+        return Err(PyTypeError::new_err(format!(
+            "{name} must be an int, got {}",
+            shown(obj)
+        )));
+    }
+    let value = match obj.cast::<PyInt>() {
+        Ok(v) => v.clone(),
+        Err(_) => obj
+            .py()
+            .import("operator")?
+            .getattr("index")?
+            .call1((obj,))
+            .and_then(|v| Ok(v.cast_into::<PyInt>()?))
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{name} must be an int, got {} ({})",
+                    shown(obj),
+                    type_name(obj)
+                ))
+            })?,
+    };
+    if value.lt(min)? {
+        return Err(PyValueError::new_err(format!(
+            "{name} must be at least {min}, got {value}"
+        )));
+    }
+    if let Some(max) = max
+        && value.gt(max)?
+    {
+        return Err(PyValueError::new_err(format!(
+            "{name} must be at most {max}, got {value}"
+        )));
+    }
+    Ok(value)
+}
+
+/// A non-negative int as a `usize`, a larger one as `isize::MAX` (a batch never holds more than
+/// the epoch, nor the ring more than its batches: any larger value acts the same).
+pub fn saturating_usize(value: &Bound<'_, PyInt>) -> usize {
+    value
+        .extract::<usize>()
+        .map_or(isize::MAX.unsigned_abs(), |v| {
+            v.min(isize::MAX.unsigned_abs())
+        })
+}
+
+/// A loader's bool argument (torch's: `shuffle`, `drop_last`).
+pub fn flag_arg(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    obj.cast::<PyBool>().map(|b| b.is_true()).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a bool, got {} ({})",
+            shown(obj),
+            type_name(obj)
+        ))
+    })
 }

@@ -20,8 +20,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
-/// What `get_worker_info()` reports of one loader: an object made by the Python side
-/// (dataset, num_workers) and the base seed of its per-item seeds.
+/// What `get_worker_info()` reports of one loader: a `LoaderInfo` (dataset, num_workers) and
+/// the base seed of its per-item seeds.
 #[derive(Default)]
 pub struct ItemInfo {
     set: OnceLock<Py<PyAny>>,
@@ -45,7 +45,7 @@ impl ItemInfo {
         self.base_seed.store(base_seed, Ordering::Relaxed);
     }
 
-    fn base_seed(&self) -> u64 {
+    pub fn base_seed(&self) -> u64 {
         self.base_seed.load(Ordering::Relaxed)
     }
 }
