@@ -867,7 +867,25 @@ class PyDataloader(Generic[B]):
         )
 
 
-class SkipFirstBatches(Generic[B]):
+class LoaderView(Generic[B]):
+    """A wrapper of a ``PyDataloader`` (``self.loader``) that hands on what trainers read of a
+    loader: its dataset, its batch size and the epoch number (``set_epoch``)."""
+
+    loader: PyDataloader[B]
+
+    @property
+    def dataset(self) -> Any:
+        return self.loader.dataset
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.loader.batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.set_epoch(epoch)
+
+
+class SkipFirstBatches(LoaderView[B]):
     """A ``PyDataloader`` whose every epoch starts at batch ``num_batches``: what
     ``loader.skip_first_batches(n)`` returns. The epochs are the loader's own (``set_epoch``
     names them; iterating the loader itself gives whole epochs)."""
@@ -879,22 +897,11 @@ class SkipFirstBatches(Generic[B]):
         self.loader = loader
         self.num_batches = num_batches
 
-    @property
-    def dataset(self) -> Any:
-        return self.loader.dataset
-
-    @property
-    def batch_size(self) -> int | None:
-        return self.loader.batch_size
-
     def __len__(self) -> int:
         return max(0, len(self.loader) - self.num_batches)
 
     def __iter__(self) -> Iterator[B]:
         return self.loader._start_epoch(self.num_batches)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
 
     def skip_first_batches(self, num_batches: int) -> SkipFirstBatches[B]:
         return SkipFirstBatches(self.loader, self.num_batches + _int_arg("num_batches", num_batches, 0))

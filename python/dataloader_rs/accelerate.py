@@ -36,7 +36,7 @@ from dataloader_rs._accelerate_state import (
     route_skip_first_batches,
     skip_first_batches,
 )
-from dataloader_rs._loader import PyDataloader
+from dataloader_rs._loader import LoaderView, PyDataloader
 
 __all__ = [
     "EpochInGradientState",
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-class PreparedLoader:
+class PreparedLoader(LoaderView[Any]):
     """A ``PyDataloader`` as Accelerate's ``DataLoaderShard`` presents one: batches moved to
     the accelerator's device, and the end of each epoch told to its gradient state."""
 
@@ -76,19 +76,8 @@ class PreparedLoader:
     def device(self) -> Any:
         return self.accelerator.device
 
-    @property
-    def dataset(self) -> Any:
-        return self.loader.dataset
-
-    @property
-    def batch_size(self) -> int | None:
-        return self.loader.batch_size
-
     def __len__(self) -> int:
         return len(self.loader) - self._skip
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
 
     def skip_first_batches(self, num_batches: int) -> PreparedLoader:
         """The next epoch starts at batch ``num_batches`` (of that epoch, with the same order):
