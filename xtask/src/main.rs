@@ -350,9 +350,19 @@ fn fuzz(rest: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// `pip install -q -r <file>` into the venv of `python`.
+/// `pip install -q -r <file>` into the venv of `python`. torch's wheels are large: a download
+/// cut off midway is resumed rather than failing the run.
 fn pip_install_requirements(python: &Path, file: &str) -> Result<()> {
-    run(Command::new(python).args(["-m", "pip", "install", "-q", "-r", file]))
+    run(Command::new(python).args([
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--resume-retries",
+        "20",
+        "-r",
+        file,
+    ]))
 }
 
 /// The venv of the benchmarks: the test venv and `benches/requirements.txt` (matplotlib).
