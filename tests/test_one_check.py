@@ -32,6 +32,7 @@ INTERNAL = {
     "transform_takes_index",
     "collate_fn",
     "base_seed",
+    "make_iter",
 }
 
 
@@ -41,6 +42,11 @@ class Squares(PyAsyncDataset):
 
     async def __getitem__(self, i: int) -> int:
         return i * i
+
+
+class Stream:
+    def __iter__(self) -> Any:
+        return iter(range(4))
 
 
 def rust_dataset(tmp_path: Any) -> FileDataset:
@@ -66,6 +72,8 @@ REFUSED: dict[str, tuple[Any, dict[str, Any], str, type[Exception], str]] = {
     "world_size": (0, {}, "python", ValueError, "world_size must be at least 1, got 0"),
     "max_failures": (1.5, {}, "python", ValueError, "max_failures is a count"),
     "timeout": ("1", {}, "python", TypeError, "timeout must be a number of seconds, got '1'"),
+    "stream_readers": ("two", {}, "stream", ValueError, "stream_readers must be 'one' or 'per_worker', got 'two'"),
+    "shuffle_buffer": (-1, {}, "stream", ValueError, "shuffle_buffer must be at least 0, got -1"),
 }
 
 
@@ -74,6 +82,8 @@ def make(kind: str, tmp_path: Any, **kwargs: Any) -> PyDataloader[Any]:
         return PyDataloader(Squares(), **kwargs)
     if kind == "rust":
         return PyDataloader(rust_dataset(tmp_path), **kwargs)
+    if kind == "stream":
+        return PyDataloader(Stream(), **kwargs)
     return PyDataloader(Range(4), **kwargs)
 
 

@@ -402,17 +402,15 @@ class SizedStream(Stream):
 
 
 @pytest.mark.parametrize("dataset", [Stream(), SizedStream()], ids=["unsized", "sized"])
-def test_an_iterable_dataset_is_refused_when_the_loader_is_made(dataset):
-    with pytest.raises(TypeError, match=r"Stream is an iterable dataset.*not supported"):
-        PyDataloader(dataset, batch_size=2)
+def test_an_iterable_dataset_is_read_as_a_stream(dataset):
+    assert flat(PyDataloader(dataset, batch_size=4)) == list(range(10))
 
 
-def test_a_stream_of_ones_own_is_refused_as_iterable():
+def test_a_stream_of_ones_own_is_read_in_order():
     class Lines:
         def __iter__(self):
             return iter(["a", "b"])
 
-    with pytest.raises(TypeError, match="Lines is an iterable dataset"):
-        PyDataloader(Lines())
+    assert flat(PyDataloader(Lines())) == ["a", "b"]
     # Map-style containers iterate too, and are datasets.
     assert flat(PyDataloader([1, 2, 3], batch_size=2)) == [1, 2, 3]

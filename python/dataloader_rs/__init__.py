@@ -6,7 +6,7 @@ transforms) runs in parallel.
 """
 
 from dataloader_rs import transforms
-from dataloader_rs._datasets import PyAsyncDataset, PyDataset
+from dataloader_rs._datasets import PyAsyncDataset, PyDataset, PyIterableDataset
 from dataloader_rs._errors import Failure, TooManyFailures
 from dataloader_rs._loader import BatchSampler, PyDataloader, RandomSampler, SequentialSampler, SkipFirstBatches
 from dataloader_rs._native import (
@@ -32,6 +32,7 @@ __all__ = [
     "PyAsyncDataset",
     "PyDataloader",
     "PyDataset",
+    "PyIterableDataset",
     "RandomSampler",
     "SequentialSampler",
     "ShardChangedError",

@@ -1,11 +1,12 @@
-"""The dataset base classes: subclass one and implement ``__len__`` and ``__getitem__``."""
+"""The dataset base classes: subclass one and implement ``__len__`` and ``__getitem__``, or
+``__iter__`` for a stream."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Iterable
+    from collections.abc import Awaitable, Iterable, Iterator
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -50,3 +51,15 @@ class PyAsyncDataset(Generic[T_co]):
         def __getitems__(self, indices: list[int]) -> Awaitable[Iterable[T_co]]: ...
 
         def aclose(self) -> Awaitable[None]: ...
+
+
+class PyIterableDataset(Generic[T_co]):
+    """An iterable dataset (a stream): ``__iter__`` yields the items in order; ``__len__`` is
+    optional. The loader reads it with one reader, or one per worker
+    (``stream_readers="per_worker"``), where ``get_worker_info()`` tells each its share."""
+
+    def __init__(self) -> None:
+        pass
+
+    def __iter__(self) -> Iterator[T_co]:
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")

@@ -16,8 +16,9 @@ from typing import Any, Generic, TypeVar
 
 from dataloader_rs import _aio, _native
 from dataloader_rs._accelerate_state import in_gradient_state, route_skip_first_batches
-from dataloader_rs._datasets import PyAsyncDataset, PyDataset
+from dataloader_rs._datasets import PyAsyncDataset, PyDataset, PyIterableDataset
 from dataloader_rs._errors import Failure
+from dataloader_rs._workers import answer_torch_worker_info as _answer_torch_worker_info
 from dataloader_rs._workers import get_worker_info
 
 B = TypeVar("B")
@@ -57,21 +58,49 @@ def _is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
 
 
-def _check_not_iterable(dataset: object) -> None:
-    """Iterable datasets (streams) are not loaded yet: refused here, not at the first ``next()``."""
-    cls = type(dataset)
+def _is_stream(dataset: object) -> bool:
+    """Whether ``dataset`` is an iterable dataset (a stream): torch's or Hugging Face's
+    ``IterableDataset``, a ``PyIterableDataset``, or any object with ``__iter__`` and no
+    ``__getitem__``."""
+    if isinstance(dataset, PyIterableDataset):
+        return True
     torch_data = sys.modules.get("torch.utils.data")
-    torch_iterable = getattr(torch_data, "IterableDataset", None)
     hf = sys.modules.get("datasets")
-    hf_iterable = getattr(hf, "IterableDataset", None)
-    is_iterable = any(isinstance(c, type) and isinstance(dataset, c) for c in (torch_iterable, hf_iterable))
-    if not is_iterable and getattr(cls, "__iter__", None) is not None:
-        # A stream of its own: iterable, but not indexable or without a length.
-        is_iterable = getattr(cls, "__getitem__", None) is None or getattr(cls, "__len__", None) is None
-    if is_iterable:
-        raise TypeError(
-            f"{cls.__name__} is an iterable dataset: PyDataloader loads map-style datasets "
-            "(__len__ and __getitem__) only; iterable datasets (streams) are not supported yet"
+    for cls in (getattr(torch_data, "IterableDataset", None), getattr(hf, "IterableDataset", None)):
+        if isinstance(cls, type) and isinstance(dataset, cls):
+            return True
+    kind = type(dataset)
+    return getattr(kind, "__iter__", None) is not None and getattr(kind, "__getitem__", None) is None
+
+
+def _stream_iter(dataset: Any, init: Callable[[int], None] | None) -> Callable[[], Iterator[Any]]:
+    """What a reader of a stream calls for its iterator: ``worker_init_fn(worker_id)`` first,
+    on the reader's worker, when given."""
+
+    def make_iter() -> Iterator[Any]:
+        info = get_worker_info()
+        if init is not None and info is not None:
+            init(info.id)
+        return iter(dataset)
+
+    return make_iter
+
+
+def _check_stream_options(
+    sampler: object, batch_sampler: object, readers: object, worker_init_fn: object, num_workers: object
+) -> None:
+    """What torch refuses with an iterable dataset, and what has no meaning with one reader."""
+    for name, value in (("sampler", sampler), ("batch_sampler", batch_sampler)):
+        if value is not None:
+            raise ValueError(
+                f"an iterable dataset (a stream) has no indices to sample: {name} is refused, as "
+                "torch's DataLoader refuses it"
+            )
+    if worker_init_fn is not None and readers != "per_worker" and num_workers:
+        raise ValueError(
+            "worker_init_fn(worker_id) runs before a worker's reader starts: with the one "
+            "reader of stream_readers='one' no worker reads the stream; use "
+            "stream_readers='per_worker' (torch's way)"
         )
 
 
@@ -234,8 +263,19 @@ def _draw_seed() -> int:
 
 
 #: The keys of ``state_dict()``, in its order; ``base_seed`` came later (older states lack it).
-_STATE_FIELDS = ("version", "epoch", "position", "seed", "batch_size", "drop_last", "rank", "world_size", "base_seed")
-_OPTIONAL_STATE_FIELDS = frozenset({"base_seed"})
+_STATE_FIELDS = (
+    "version",
+    "epoch",
+    "position",
+    "seed",
+    "batch_size",
+    "drop_last",
+    "rank",
+    "world_size",
+    "base_seed",
+    "dataset_state",
+)
+_OPTIONAL_STATE_FIELDS = frozenset({"base_seed", "dataset_state"})
 
 
 def _state_int(
@@ -422,6 +462,8 @@ class PyDataloader(Generic[B]):
         rank: int | None = None,
         world_size: int | None = None,
         max_failures: float | None = None,
+        stream_readers: str | None = None,
+        shuffle_buffer: int | None = None,
         _base_seed: int | None = None,
         _drawn_seed: int | None = None,
     ) -> None:
@@ -474,8 +516,9 @@ class PyDataloader(Generic[B]):
             raise TypeError(f"{type(dataset).__name__} subclasses both PyDataset and PyAsyncDataset: choose one")
         is_async = isinstance(dataset, PyAsyncDataset)
         is_rust = isinstance(dataset, RUST_DATASETS)
-        if not is_rust:
-            _check_not_iterable(dataset)
+        is_stream = not is_rust and not is_async and _is_stream(dataset)
+        if is_stream:
+            _check_stream_options(sampler, batch_sampler, stream_readers, worker_init_fn, num_workers)
         if is_async or is_rust:
             if worker_init_fn is not None:
                 raise ValueError(
@@ -494,7 +537,7 @@ class PyDataloader(Generic[B]):
             )
         if is_async:
             _check_async_dataset(dataset)
-        elif not is_rust:
+        elif not is_rust and not is_stream:
             _check_sync_dataset(dataset)
 
         self.dataset = dataset
@@ -523,9 +566,11 @@ class PyDataloader(Generic[B]):
         self._last_iter: tuple[int, int] | None = None
         #: The batch the next epoch starts at, from ``load_state_dict`` until it starts.
         self._resume_position: int | None = None
+        #: (epoch, position, the stream dataset's state) loaded, until the epoch starts.
+        self._resume_state: tuple[int, int, Any] | None = None
 
-        if shuffle:
-            base_seed = None  # the shuffle's seed
+        if shuffle or (is_stream and seed is not None):
+            base_seed = None  # the shuffle's seed (or the shuffle buffer's)
         elif _base_seed is not None:
             base_seed = _base_seed % _U64
         elif generator is not None:
@@ -533,7 +578,7 @@ class PyDataloader(Generic[B]):
         else:
             base_seed = _draw_seed()
         args: dict[str, Any] = {
-            "kind": "rust" if is_rust else "async" if is_async else "python",
+            "kind": "rust" if is_rust else "async" if is_async else "stream" if is_stream else "python",
             "dataset": dataset,
             "transform": transform,
             "transform_takes_index": transform is not None and _takes_index(transform),
@@ -554,6 +599,8 @@ class PyDataloader(Generic[B]):
             "rank": rank,
             "world_size": world_size,
             "max_failures": max_failures,
+            "stream_readers": stream_readers,
+            "shuffle_buffer": shuffle_buffer,
         }
         if is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
@@ -571,6 +618,13 @@ class PyDataloader(Generic[B]):
                 raise
         elif is_rust:
             self._native = _native.Loader(**args)
+        elif is_stream:
+            if stream_readers == "per_worker":
+                _answer_torch_worker_info()
+            self._native = _native.Loader(
+                **args,
+                make_iter=_stream_iter(dataset, worker_init_fn) if worker_init_fn is not None else None,
+            )
         else:
             getitem = dataset.__getitem__
             getitems = getattr(dataset, "__getitems__", None)
@@ -591,6 +645,9 @@ class PyDataloader(Generic[B]):
         self.items_in_flight = native.items_in_flight
         self._base_seed = native.base_seed
         self.max_failures = max_failures
+        self._is_stream = is_stream
+        self.stream_readers = ("one" if stream_readers is None else stream_readers) if is_stream else None
+        self.shuffle_buffer = shuffle_buffer
         self._initialized = True
         _route_skip_first_batches()
 
@@ -691,7 +748,7 @@ class PyDataloader(Generic[B]):
         epoch, position = self._native.resume_point()
         if self._resume_position is not None:  # loaded, not started yet
             epoch, position = self._native.epoch, self._resume_position
-        return {
+        state: dict[str, Any] = {
             "version": 1,
             "epoch": epoch,
             "position": position,
@@ -703,6 +760,19 @@ class PyDataloader(Generic[B]):
             # What item_seed() and the random transforms draw from: a resumed run draws the same.
             "base_seed": self._base_seed,
         }
+        if self._is_stream:
+            state["dataset_state"] = self._stream_state(epoch, position)
+        return state
+
+    def _stream_state(self, epoch: int, position: int) -> Any:
+        """The stream dataset's own ``state_dict()`` after the batches handed out, when its one
+        reader takes them; None otherwise (a resume then reads the stream again and drops)."""
+        if self._resume_state is not None and (epoch, position) == self._resume_state[:2]:
+            return self._resume_state[2]
+        taken = self._native.stream_state()
+        if taken is not None and (taken[0], taken[1]) == (epoch, position):
+            return taken[2]
+        return None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Makes the next ``iter(loader)`` continue where ``state`` was taken: the batches not
@@ -733,6 +803,12 @@ class PyDataloader(Generic[B]):
         rank = _state_int(state, "rank", 0, optional=True)
         world_size = _state_int(state, "world_size", 1, optional=True)
         base_seed = _state_int(state, "base_seed", 0, optional=True)  # absent from early states
+        dataset_state = state.get("dataset_state")
+        if dataset_state is not None:
+            restore = getattr(self.dataset, "load_state_dict", None)
+            if not self._is_stream or not callable(restore):
+                name = type(self.dataset).__name__
+                raise ValueError(f"state['dataset_state'] is for a stream with load_state_dict(); {name} has none")
 
         self._apply_shard()
         taken = {"batch_size": batch_size, "drop_last": drop_last, "rank": rank, "world_size": world_size}
@@ -762,6 +838,11 @@ class PyDataloader(Generic[B]):
 
         self._native.resume(epoch, position)
         self._resume_position = position
+        self._resume_state = None
+        if dataset_state is not None and position > 0:
+            self.dataset.load_state_dict(dataset_state)
+            self._native.restore_stream(position)
+            self._resume_state = (epoch, position, dataset_state)
         if adopt is not None:
             self._adopted_seed = adopt
         if base_seed is not None:
@@ -802,9 +883,22 @@ class PyDataloader(Generic[B]):
         _route_skip_first_batches()  # Trainer asks the length before it skips
         if self._batch_sampler is not None:
             return len(self._batch_sampler)  # type: ignore[arg-type]
+        if self._is_stream:
+            return self._stream_len()
         self._apply_shard()
         n = len(self._sampler) if self._sampler is not None else self._dataset_len()  # type: ignore[arg-type]
         return self._native.num_batches(n)
+
+    def _stream_len(self) -> int:
+        """The batches of an epoch of a stream with ``__len__``: this rank's complete rounds
+        of ``world_size`` items, in batches (as torch, an estimate for readers per worker)."""
+        if getattr(type(self.dataset), "__len__", None) is None:
+            name = type(self.dataset).__name__
+            raise TypeError(f"{name} is an iterable dataset without __len__: its loader has no len()")
+        shard = self._apply_shard()
+        items = self._dataset_len() // (1 if shard is None else shard[1])
+        size = int(self._native.batch_size)
+        return items // size if self.drop_last else -(-items // size)
 
     def __iter__(self) -> Iterator[B]:
         """Starts a new epoch: workers begin loading at once."""
@@ -829,6 +923,9 @@ class PyDataloader(Generic[B]):
             raise RuntimeError(f"epoch {LAST_EPOCH} was the last an epoch number can count to: set_epoch(n) to go on")
         if self._batch_sampler is not None:
             batches = self._native.epoch_from(batch_sampler=self._batch_sampler)
+        elif self._is_stream:
+            self._apply_shard()
+            batches = self._native.epoch_stream()
         else:
             self._apply_shard()
             if self._sampler is not None:
@@ -837,6 +934,7 @@ class PyDataloader(Generic[B]):
                 batches = self._native.epoch_over(self._dataset_len(), seed=self._epoch_seed())
         self._last_iter = (batches.epoch, batches.position)
         self._resume_position = None
+        self._resume_state = None
         if "accelerate.state" in sys.modules:
             return in_gradient_state(batches)  # type: ignore[no-any-return]
         return batches

@@ -68,7 +68,7 @@ class Loader:
     def __new__(
         cls,
         *,
-        kind: Literal["python", "rust", "async"],
+        kind: Literal["python", "rust", "async", "stream"],
         dataset: object,
         batch_size: object,
         num_workers: object,
@@ -92,6 +92,9 @@ class Loader:
         rank: object = None,
         world_size: object = None,
         max_failures: object = None,
+        stream_readers: object = None,
+        shuffle_buffer: object = None,
+        make_iter: Callable[[], Any] | None = None,
     ) -> Self: ...
     @property
     def batch_size(self) -> int: ...
@@ -121,6 +124,9 @@ class Loader:
     def epoch(self) -> int: ...
     def num_batches(self, len: int) -> int: ...
     def epoch_over(self, len: int, *, seed: int | None = None) -> BatchIterator: ...
+    def epoch_stream(self) -> BatchIterator: ...
+    def stream_state(self) -> tuple[int, int, Any] | None: ...
+    def restore_stream(self, position: int) -> None: ...
     def epoch_from(
         self,
         *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from dataloader_rs import _native
@@ -50,3 +51,24 @@ def item_seed() -> int:
             "item_seed() is for code loading one item on a loader (a dataset's __getitem__ or a transform)"
         )
     return int(state[4])
+
+
+def answer_torch_worker_info() -> None:
+    """Makes ``torch.utils.data.get_worker_info()`` answer as ``get_worker_info()`` on this
+    package's worker threads (libraries such as ``datasets`` shard a stream by it), and as
+    before everywhere else. Done once, when torch is imported."""
+    torch_data: Any = sys.modules.get("torch.utils.data")
+    if torch_data is None or getattr(torch_data.get_worker_info, "_dataloader_rs", False):
+        return
+    worker_module: Any = sys.modules.get("torch.utils.data._utils.worker")
+    torchs = torch_data.get_worker_info
+
+    def torch_get_worker_info() -> Any:
+        ours = get_worker_info()
+        return ours if ours is not None else torchs()
+
+    torch_get_worker_info._dataloader_rs = True  # type: ignore[attr-defined]
+    torch_get_worker_info.__doc__ = torchs.__doc__
+    torch_data.get_worker_info = torch_get_worker_info
+    if worker_module is not None:
+        worker_module.get_worker_info = torch_get_worker_info

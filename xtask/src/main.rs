@@ -17,7 +17,7 @@
 //!   `--save`, their JSON in `benches/results/` and the figures of BENCH.md drawn from it.
 //! - `bench plot`: the figures (`docs/bench/*.png`) drawn again from `benches/results/`.
 //! - `fuzz [seconds]`: every cargo-fuzz target (the decoders, the tar parser) for a bounded time
-//!   from its seed corpus; `ci` replays each one's seeds (`0`).
+//!   from its seed corpus (`0`: replay the seeds only); `ci` explores for `CI_FUZZ_SECONDS` each.
 
 mod tidy;
 
@@ -272,6 +272,9 @@ fn python_ft_command(rest: &[String]) -> Result<()> {
     }
 }
 
+/// How long `cargo xtask ci` lets each fuzz target explore.
+const CI_FUZZ_SECONDS: &str = "30";
+
 /// Each fuzz target and the directories of `fuzz/seeds` it starts from.
 const FUZZ_SEEDS: &[(&str, &[&str])] = &[
     ("decode_bmp", &["bmp"]),
@@ -335,8 +338,8 @@ fn fuzz(rest: &[String]) -> Result<()> {
         }
         run(cmd.args([
             "--",
-            // 0: replay the seeds only (CI's regression check, which cannot turn up a new
-            // finding by chance); otherwise explore for that many seconds.
+            // 0: replay the seeds only (a regression check that cannot turn up a new finding by
+            // chance); otherwise explore for that many seconds.
             &if seconds == "0" {
                 "-runs=0".to_owned()
             } else {
@@ -462,7 +465,8 @@ fn main() -> Result<()> {
             cargo(&["test", "--workspace", "--quiet"])?;
             rust_examples()?;
             model()?;
-            fuzz(&["0".to_owned()])?;
+            // Every target explores for a bounded time from its seeds (which it replays first).
+            fuzz(&[CI_FUZZ_SECONDS.to_owned()])?;
             let python = venv()?;
             ruff(&python)?;
             develop(&python, false)?;

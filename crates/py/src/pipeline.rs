@@ -101,6 +101,28 @@ pub struct Pipeline {
 pub struct Loaded {
     pub batch: Py<PyAny>,
     pub items: usize,
+    /// A stream's reader had no items for this batch: nothing to hand out (see
+    /// `sources::stream`).
+    pub dry: bool,
+}
+
+impl Loaded {
+    pub fn new(batch: Py<PyAny>, items: usize) -> Self {
+        Self {
+            batch,
+            items,
+            dry: false,
+        }
+    }
+
+    /// The place of a batch a stream's reader had no items for.
+    pub fn dry(py: Python<'_>) -> Self {
+        Self {
+            batch: py.None(),
+            items: 0,
+            dry: true,
+        }
+    }
 }
 
 impl Pipeline {

@@ -43,6 +43,11 @@ impl RunState {
         *lock(&self.shard) = None;
     }
 
+    /// `(rank, world_size)` of the later epochs, when sharded.
+    pub fn current_shard(&self) -> Option<(u64, u64)> {
+        *lock(&self.shard)
+    }
+
     /// This rank's share of `order` (the order itself when not sharded).
     pub fn shard(&self, order: Order, drop_last: bool) -> Order {
         match *lock(&self.shard) {

@@ -77,6 +77,79 @@ impl BatchIterator {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         self.check_process()?;
         let _busy = Busy::enter(&self.busy)?;
+        loop {
+            let recv = self.recv(py)?;
+            if matches!(recv, Recv::Batch(_)) {
+                self.run
+                    .record(self.number, self.epoch.position(), self.epoch.num_batches());
+            }
+            match recv {
+                // A stream's reader that ran dry: its turn is skipped, and the epoch ends once
+                // no reader has items left.
+                Recv::Batch(Ok(loaded)) if loaded.dry => {
+                    let AnySource::Stream(stream) = &**self.epoch.source() else {
+                        unreachable!("only streams have readers that run dry");
+                    };
+                    let batch = self.epoch.position().saturating_sub(1);
+                    if stream.finished_after(batch) {
+                        let ended = self.epoch.num_batches();
+                        self.run.record(self.number, ended, ended);
+                        return Ok(None);
+                    }
+                }
+                Recv::Batch(Ok(loaded)) => {
+                    self.item_stats.delivered(loaded.items);
+                    if let AnySource::Stream(stream) = &**self.epoch.source() {
+                        let batch = self.epoch.position().saturating_sub(1);
+                        stream.delivered(self.number, batch);
+                    }
+                    return Ok(Some(loaded.batch));
+                }
+                // Any StopIteration left would end the epoch quietly.
+                Recv::Batch(Err(e)) => {
+                    return Err(no_stop_iteration(py, load_error(e), "user code"));
+                }
+                Recv::Finished => return Ok(None),
+                Recv::Pending => unreachable!("waits until ready"),
+            }
+        }
+    }
+
+    /// The number of the epoch.
+    #[getter]
+    fn epoch(&self) -> u64 {
+        self.number
+    }
+
+    /// Reports its reference to the loader's Python objects (see `crate::gc`). Batches
+    /// waiting in the ring are not reported.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.refs)
+    }
+
+    /// The batches handed out so far (counting those a resumed epoch skipped).
+    #[getter]
+    fn position(&self) -> PyResult<u64> {
+        self.check_process()?;
+        Ok(self.epoch.position())
+    }
+
+    /// The number of batches left in the epoch.
+    fn __len__(&self) -> PyResult<usize> {
+        self.check_process()?;
+        if matches!(&**self.epoch.source(), AnySource::Stream(_)) {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "an epoch of an iterable dataset (a stream) has no len(): it ends when the stream does",
+            ));
+        }
+        Ok(usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX))
+    }
+}
+
+impl BatchIterator {
+    /// Waits for the next outcome of the epoch (with the interpreter released while workers
+    /// load it).
+    fn recv(&self, py: Python<'_>) -> PyResult<Recv<crate::pipeline::Loaded, PyErr>> {
         let recv = if self.workers {
             let deadline = self.timeout.map(|t| (t, Instant::now() + t));
             wait_interruptibly(py, |slice| {
@@ -108,49 +181,9 @@ impl BatchIterator {
         } else {
             self.epoch.recv(None)
         };
-        if matches!(recv, Recv::Batch(_)) {
-            self.run
-                .record(self.number, self.epoch.position(), self.epoch.num_batches());
-        }
-        match recv {
-            Recv::Batch(Ok(loaded)) => {
-                self.item_stats.delivered(loaded.items);
-                Ok(Some(loaded.batch))
-            }
-            // Any StopIteration left would end the epoch quietly.
-            Recv::Batch(Err(e)) => Err(no_stop_iteration(py, load_error(e), "user code")),
-            Recv::Finished => Ok(None),
-            Recv::Pending => unreachable!("waits until ready"),
-        }
+        Ok(recv)
     }
 
-    /// The number of the epoch.
-    #[getter]
-    fn epoch(&self) -> u64 {
-        self.number
-    }
-
-    /// Reports its reference to the loader's Python objects (see `crate::gc`). Batches
-    /// waiting in the ring are not reported.
-    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        visit.call(&self.refs)
-    }
-
-    /// The batches handed out so far (counting those a resumed epoch skipped).
-    #[getter]
-    fn position(&self) -> PyResult<u64> {
-        self.check_process()?;
-        Ok(self.epoch.position())
-    }
-
-    /// The number of batches left in the epoch.
-    fn __len__(&self) -> PyResult<usize> {
-        self.check_process()?;
-        Ok(usize::try_from(self.epoch.remaining()).unwrap_or(usize::MAX))
-    }
-}
-
-impl BatchIterator {
     /// An iterator inherited through `fork` would wait forever for the parent's workers.
     fn check_process(&self) -> PyResult<()> {
         if self.epoch.is_inherited() {

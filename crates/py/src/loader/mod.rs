@@ -17,6 +17,7 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyType};
 
+use dlrs_core::sync::lock;
 use dlrs_core::{Epoch, Indices, Order, Shuffle};
 use dlrs_io::Runtime;
 
@@ -29,7 +30,8 @@ use crate::sources::aio::CloseOnDrop;
 use crate::sources::python::Calls;
 use crate::sources::rust::PyStages;
 use crate::sources::stage::Stage;
-use crate::sources::{AnySource, AsyncSource, PySource};
+use crate::sources::stream::{StreamConfig, StreamEpoch};
+use crate::sources::{AnySource, AsyncSource, PySource, StreamSource};
 
 use spec::{Args, Common, Given, Kind, LoaderSpec, shard_of};
 
@@ -53,6 +55,9 @@ pub struct Loader {
     explicit_shard: Option<(u64, u64)>,
     /// How long a `next()` waits for a batch from the workers before it raises.
     timeout: Option<Duration>,
+    /// A stream's dataset was given its state after this many batches: the next epoch reads
+    /// on from it.
+    restored_at: std::sync::Mutex<Option<u64>>,
 }
 
 /// What `get_worker_info()` reports of a loader besides the worker: its dataset and workers.
@@ -88,7 +93,8 @@ impl Loader {
         item_concurrency, drop_last, shuffle, seed, base_seed, return_indices, timeout,
         getitem=None, getitems=None, event_loop=None, transform=None,
         transform_takes_index=false, collate_fn=None, runtime_threads=None,
-        items_in_flight=None, rank=None, world_size=None, max_failures=None
+        items_in_flight=None, rank=None, world_size=None, max_failures=None,
+        stream_readers=None, shuffle_buffer=None, make_iter=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new<'py>(
@@ -117,6 +123,9 @@ impl Loader {
         rank: Option<&Bound<'py, PyAny>>,
         world_size: Option<&Bound<'py, PyAny>>,
         max_failures: Option<&Bound<'py, PyAny>>,
+        stream_readers: Option<&Bound<'py, PyAny>>,
+        shuffle_buffer: Option<&Bound<'py, PyAny>>,
+        make_iter: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let args = Args {
             kind,
@@ -143,6 +152,9 @@ impl Loader {
             max_failures,
             timeout,
             base_seed,
+            stream_readers,
+            shuffle_buffer,
+            make_iter,
         };
         Self::build(py, LoaderSpec::read(py, args)?)
     }
@@ -286,6 +298,21 @@ impl Loader {
         }
     }
 
+    /// A stream's dataset state after the latest batch handed out, when its one reader takes
+    /// them: `(epoch, batches handed out, state)`.
+    fn stream_state(&self, py: Python<'_>) -> Option<(u64, u64, Py<PyAny>)> {
+        match &**self.inner.source() {
+            AnySource::Stream(s) => s.delivered_state(py),
+            _ => None,
+        }
+    }
+
+    /// The next epoch of a stream reads on from the state its dataset was given, its state
+    /// after `position` batches, instead of dropping the items of those batches.
+    fn restore_stream(&self, position: u64) {
+        *lock(&self.restored_at) = Some(position);
+    }
+
     /// Reports its reference to the loader's Python objects (see `crate::gc`).
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.refs)
@@ -351,6 +378,33 @@ impl Loader {
         self.start(py, self.order(len, e, seed), e, self.timeout)
     }
 
+    /// Starts the next epoch of an iterable dataset: its readers begin at once. The epoch
+    /// ends when they ran dry (its `len()` is unknown).
+    fn epoch_stream(&self, py: Python<'_>) -> PyResult<BatchIterator> {
+        let AnySource::Stream(source) = &**self.inner.source() else {
+            return Err(PyTypeError::new_err(
+                "epoch_stream is for iterable datasets",
+            ));
+        };
+        let number = self.inner.advance_epoch();
+        let start = self.run.take_start();
+        source.start_epoch(StreamEpoch {
+            number,
+            start,
+            shard: self.run.current_shard().unwrap_or((0, 1)),
+            seed: source.pipeline.info.base_seed(),
+            restored_at: lock(&self.restored_at).take(),
+        });
+        let config = self.inner.config();
+        // Batch numbers without end: the readers tell where the stream ends.
+        let plan = dlrs_core::EpochPlan::new(
+            Order::Sequential { len: STREAM_ITEMS },
+            config.batch_size,
+            false,
+        );
+        Ok(self.start_plan_at(py, plan, start, number, self.timeout))
+    }
+
     /// Starts the next epoch in the order of `sampler` (an iterable of indices) or with the
     /// batches of `batch_sampler` (an iterable of iterables of indices; the epoch's batches
     /// are then `len` of it), whichever is given, read whole now.
@@ -400,12 +454,22 @@ impl Loader {
         number: u64,
         timeout: Option<Duration>,
     ) -> BatchIterator {
+        let start = self.run.take_start();
+        self.start_plan_at(py, plan, start, number, timeout)
+    }
+
+    /// Starts an epoch of `plan` at batch `start`.
+    fn start_plan_at(
+        &self,
+        py: Python<'_>,
+        plan: dlrs_core::EpochPlan,
+        start: u64,
+        number: u64,
+        timeout: Option<Duration>,
+    ) -> BatchIterator {
         let epoch = self.skipper.start_epoch(
             plan.order().len(),
-            || {
-                self.inner
-                    .epoch_of_plan(plan, self.run.take_start(), number)
-            },
+            || self.inner.epoch_of_plan(plan, start, number),
             Epoch::id,
         );
         self.iterator(py, epoch, number, timeout)
@@ -447,6 +511,37 @@ impl Loader {
         let built = match spec.kind {
             Kind::Python { getitem, getitems } => {
                 Self::over_python(py, &common, getitem, getitems, pipeline)?
+            }
+            Kind::Stream {
+                readers,
+                shuffle_buffer,
+                make_iter,
+            } => {
+                let skipper = Arc::clone(&pipeline.skipper);
+                let dataset = spec.dataset.bind(py);
+                let has = |name: &str| dataset.getattr(name).is_ok_and(|f| f.is_callable());
+                let stateful = has("state_dict") && has("load_state_dict");
+                let source = AnySource::Stream(StreamSource::new(
+                    spec.dataset.clone_ref(py),
+                    make_iter,
+                    pipeline,
+                    StreamConfig {
+                        readers,
+                        batch_size: common.batch_size,
+                        drop_last: common.drop_last,
+                        shuffle_buffer,
+                        stateful,
+                    },
+                ));
+                let inner =
+                    dlrs_core::Loader::new(source, common.config()).map_err(|e| core_error(&e))?;
+                let refs = Refs::new(py, Arc::clone(inner.source()), None)?;
+                Built {
+                    inner,
+                    transform_threads: 0,
+                    skipper,
+                    refs,
+                }
             }
             Kind::Rust => {
                 let object = spec.dataset.bind(py);
@@ -537,6 +632,7 @@ impl Loader {
             given: spec.given,
             explicit_shard: spec.shard,
             timeout: spec.timeout,
+            restored_at: std::sync::Mutex::new(None),
         })
     }
 
@@ -626,6 +722,9 @@ impl Loader {
         dlrs_core::EpochPlan::new(order, config.batch_size, config.drop_last)
     }
 }
+
+/// The items an epoch of a stream may have at most: its batch numbers never run out.
+const STREAM_ITEMS: u64 = 1 << 62;
 
 /// How many sampler values are read between two checks for signals.
 const SIGNAL_EVERY: usize = 1 << 14;

@@ -12,6 +12,7 @@ use dlrs_core::{Config, Shuffle};
 
 use crate::args::{count_arg, flag_arg, loader_seed, saturating_usize};
 use crate::run::Limit;
+use crate::sources::stream::Readers;
 
 /// The keyword arguments of `Loader(...)` as received (see its signature).
 pub struct Args<'a, 'py> {
@@ -39,6 +40,9 @@ pub struct Args<'a, 'py> {
     pub max_failures: Option<&'a Bound<'py, PyAny>>,
     pub timeout: &'a Bound<'py, PyAny>,
     pub base_seed: Option<u64>,
+    pub stream_readers: Option<&'a Bound<'py, PyAny>>,
+    pub shuffle_buffer: Option<&'a Bound<'py, PyAny>>,
+    pub make_iter: Option<Py<PyAny>>,
 }
 
 /// What loads the items: the kind of dataset and its callables.
@@ -55,6 +59,14 @@ pub enum Kind {
         event_loop: Py<PyAny>,
         getitem: Py<PyAny>,
         getitems: Option<Py<PyAny>>,
+    },
+    /// An iterable dataset, read by `readers`, through a shuffle buffer of `shuffle_buffer`
+    /// items (0: none).
+    Stream {
+        readers: Readers,
+        shuffle_buffer: usize,
+        /// `make_iter()` gives a reader's iterator (None: `iter(dataset)`).
+        make_iter: Option<Py<PyAny>>,
     },
 }
 
@@ -165,11 +177,13 @@ impl LoaderSpec {
         };
         let drop_last = flag_arg("drop_last", args.drop_last)?;
         let return_indices = flag_arg("return_indices", args.return_indices)?;
+        // A stream's shuffle is its buffer's.
+        let shuffles = shuffle || (args.kind == "stream" && args.shuffle_buffer.is_some());
         let seed = match args.seed {
             None => None,
-            Some(_) if !shuffle => {
+            Some(_) if !shuffles => {
                 return Err(PyValueError::new_err(
-                    "seed is only allowed with shuffle=True",
+                    "seed is only allowed with shuffle=True (or shuffle_buffer= for a stream)",
                 ));
             }
             Some(seed) => Some(loader_seed(seed)?),
@@ -190,7 +204,25 @@ impl LoaderSpec {
                 ))
             })?),
         };
+        if args.kind != "stream" {
+            for (name, given) in [
+                ("stream_readers", args.stream_readers),
+                ("shuffle_buffer", args.shuffle_buffer),
+            ] {
+                if given.is_some() {
+                    return Err(PyValueError::new_err(format!(
+                        "{name} is for iterable datasets (streams); this dataset is map-style"
+                    )));
+                }
+            }
+        }
         let kind = match args.kind {
+            "stream" => stream_kind(&args, shuffle, &item_concurrency, &num_workers)?,
+            _ if args.make_iter.is_some() => {
+                return Err(PyValueError::new_err(
+                    "make_iter is for iterable datasets (streams); this dataset is map-style",
+                ));
+            }
             "python" => Kind::Python {
                 getitem: required(args.getitem, "getitem", args.kind)?,
                 getitems: args.getitems,
@@ -241,6 +273,57 @@ impl LoaderSpec {
             timeout,
         })
     }
+}
+
+/// How an iterable dataset is read, checked: torch refuses `shuffle=True` for one (a stream
+/// has no order to permute: `shuffle_buffer` shuffles it); its items come one after another,
+/// never `item_concurrency` at once.
+fn stream_kind(
+    args: &Args<'_, '_>,
+    shuffle: bool,
+    item_concurrency: &Bound<'_, PyInt>,
+    num_workers: &Bound<'_, PyInt>,
+) -> PyResult<Kind> {
+    if shuffle {
+        return Err(PyValueError::new_err(
+            "an iterable dataset (a stream) has no order to shuffle: shuffle=True is refused, \
+             as torch's DataLoader refuses it; use shuffle_buffer=N to shuffle within N items",
+        ));
+    }
+    if !item_concurrency.as_any().eq(1)? {
+        return Err(PyValueError::new_err(format!(
+            "item_concurrency fetches the items of a map-style dataset by index; an iterable \
+             dataset is read item after item: it must be 1, got {item_concurrency}"
+        )));
+    }
+    let workers = saturating_usize(num_workers);
+    let readers = match args.stream_readers {
+        None => Readers::One,
+        Some(r) => match r.extract::<String>().ok().as_deref() {
+            Some("one") => Readers::One,
+            // With no workers the calling thread reads the one iterator, as in torch.
+            Some("per_worker") if workers == 0 => Readers::One,
+            Some("per_worker") => Readers::PerWorker(workers),
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "stream_readers must be 'one' or 'per_worker', got {}",
+                    crate::text::shown(r)
+                )));
+            }
+        },
+    };
+    let shuffle_buffer = match args.shuffle_buffer {
+        None => 0,
+        Some(n) => saturating_usize(&count_arg("shuffle_buffer", n, 0, None)?),
+    };
+    Ok(Kind::Stream {
+        readers,
+        shuffle_buffer,
+        make_iter: args
+            .make_iter
+            .as_ref()
+            .map(|f| f.clone_ref(num_workers.py())),
+    })
 }
 
 /// `prefetch_depth`, or torch's `prefetch_factor` (batches per worker, in progress or

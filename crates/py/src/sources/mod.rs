@@ -12,6 +12,7 @@ pub mod aio;
 pub mod python;
 pub mod rust;
 pub mod stage;
+pub mod stream;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use crate::pipeline::{Loaded, Pipeline, Sample};
 pub use aio::AsyncSource;
 pub use python::PySource;
 pub use rust::RustSource;
+pub use stream::StreamSource;
 
 /// What a loader loads: a Python dataset (on worker threads), a Rust dataset (futures on
 /// tokio) or a `PyAsyncDataset` (coroutines on the loader's event loop).
@@ -36,6 +38,7 @@ pub enum AnySource {
     Python(PySource),
     Rust(RustSource),
     Async(AsyncSource),
+    Stream(StreamSource),
 }
 
 impl AnySource {
@@ -60,6 +63,7 @@ impl Source for AnySource {
                 Self::Python(s) => s.load_batch(indices, ctx),
                 Self::Rust(s) => s.load_batch(indices, ctx),
                 Self::Async(s) => s.load_batch(indices, ctx),
+                Self::Stream(s) => s.load_batch(indices, ctx),
             },
         )
     }
@@ -67,21 +71,22 @@ impl Source for AnySource {
     fn session<R>(&self, f: impl FnOnce() -> R) -> R {
         match self {
             Self::Python(s) => s.session(f),
-            // These wait on tokio with the interpreter released.
-            Self::Rust(_) | Self::Async(_) => f(),
+            // These wait on tokio with the interpreter released; a stream's batch waits for
+            // its reader's turn without it.
+            Self::Rust(_) | Self::Async(_) | Self::Stream(_) => f(),
         }
     }
 
     fn takes_turns(&self) -> bool {
         match self {
             Self::Python(s) => s.takes_turns(),
-            Self::Rust(_) | Self::Async(_) => false,
+            Self::Rust(_) | Self::Async(_) | Self::Stream(_) => false,
         }
     }
 
     fn extra_threads(&self) -> usize {
         match self {
-            Self::Python(_) => 0,
+            Self::Python(_) | Self::Stream(_) => 0,
             Self::Rust(s) => s.extra_threads(),
             Self::Async(s) => s.stage.threads(),
         }
@@ -95,6 +100,7 @@ impl AnySource {
             Self::Python(s) => &s.calls.pipeline,
             Self::Rust(s) => s.stages().pipeline(),
             Self::Async(s) => s.stage.pipeline(),
+            Self::Stream(s) => &s.pipeline,
         }
     }
 
@@ -104,6 +110,7 @@ impl AnySource {
             Self::Python(s) => s.visit(visit),
             Self::Rust(s) => s.stages().visit(visit),
             Self::Async(s) => s.visit(visit),
+            Self::Stream(s) => s.visit(visit),
         }
     }
 }
@@ -161,6 +168,6 @@ pub(crate) fn collate_kept(
     let items = kept.len();
     pipeline
         .collate_detached(samples, &kept)
-        .map(|batch| Loaded { batch, items })
+        .map(|batch| Loaded::new(batch, items))
         .map_err(LoadError::Source)
 }

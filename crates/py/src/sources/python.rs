@@ -76,10 +76,7 @@ impl Calls {
         // One item at a time: one in flight while the batch is fetched (counted per batch).
         let _fetching = self.pipeline.stats.fetching();
         let epoch = ctx.epoch_id();
-        let loaded = |batch| Loaded {
-            batch,
-            items: indices.len(),
-        };
+        let loaded = |batch| Loaded::new(batch, indices.len());
         let go_on = || {
             if ctx.is_cancelled() {
                 Err(LoadError::Cancelled)
@@ -107,7 +104,7 @@ impl Calls {
             let items = kept.len();
             slot.clear();
             let batch = self.pipeline.collate_attached(py, list, &kept)?;
-            return Ok(Loaded { batch, items });
+            return Ok(Loaded::new(batch, items));
         }
         let list = match self.getitems_list(py, slot, indices) {
             Some(list) => list?,
@@ -240,7 +237,7 @@ impl Source for PySource {
                 let list = PyList::new(py, items.into_iter().flatten().collect::<Vec<_>>())?;
                 let items = kept.len();
                 let batch = self.calls.pipeline.collate_attached(py, list, &kept)?;
-                Ok(Loaded { batch, items })
+                Ok(Loaded::new(batch, items))
             })
             .map_err(LoadError::Source);
         }

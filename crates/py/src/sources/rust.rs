@@ -75,9 +75,6 @@ impl Stages for PyStages {
 
     fn collate(&self, items: Vec<Sample>, indices: &[u64]) -> PyResult<Loaded> {
         let batch = self.0.collate_detached(items, indices)?;
-        Ok(Loaded {
-            batch,
-            items: indices.len(),
-        })
+        Ok(Loaded::new(batch, indices.len()))
     }
 }
