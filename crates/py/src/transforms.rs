@@ -77,6 +77,11 @@ pub(crate) fn floats_repr(v: &[f64]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// Python's repr of a bool.
+pub(crate) fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
 pub(crate) fn fill_repr(fill: &rt::Fill) -> String {
     match fill {
         rt::Fill::Value(v) => format!("{v:?}"),
@@ -124,6 +129,46 @@ pub fn item_into_py(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
         Item::Image(im) => Ok(Bound::new(py, PyImage::new(im))?.into_any()),
         Item::Bytes(b) => Ok(PyBytes::new(py, &b).into_any()),
     }
+}
+
+/// The objects of a list of transforms, their Rust transforms and their reprs.
+pub(crate) type Steps = (
+    Vec<Py<PyTransform>>,
+    Vec<Arc<dyn rt::Transform>>,
+    Vec<String>,
+);
+
+/// The steps of a list of `dataloader_rs.transforms` objects; `hint` ends the message about an
+/// item that is not one.
+pub(crate) fn transform_list(
+    owner: &str,
+    transforms: &Bound<'_, PyAny>,
+    hint: &str,
+) -> PyResult<Steps> {
+    let not_list = || {
+        wrong_type(
+            &format!("{owner} takes a list of dataloader_rs.transforms objects"),
+            transforms,
+        )
+    };
+    if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
+        return Err(not_list());
+    }
+    let (mut items, mut rust, mut reprs) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
+        let t = t?;
+        let Ok(pt) = t.cast::<PyTransform>() else {
+            return Err(PyTypeError::new_err(format!(
+                "{owner}: transform {i} is {} ({}), not a dataloader_rs.transforms object{hint}",
+                shown(&t),
+                type_name(&t)
+            )));
+        };
+        rust.push(pt.get().transform());
+        reprs.push(pt.get().repr().to_owned());
+        items.push(pt.clone().unbind());
+    }
+    Ok((items, rust, reprs))
 }
 
 // ----- the classes -----
@@ -441,7 +486,7 @@ impl Resize {
         let repr = format!(
             "Resize(size={size_repr}, interpolation={interp_name:?}, max_size={}, antialias={})",
             max_size.map_or_else(|| "None".to_owned(), |m| m.to_string()),
-            if antialias { "True" } else { "False" }
+            py_bool(antialias)
         );
         Ok((Resize, PyTransform::of(t, repr)))
     }
@@ -474,7 +519,7 @@ impl ToFloat {
     #[pyo3(signature = (scale = None), text_signature = "(scale=True)")]
     fn new(scale: Option<&Bound<'_, PyAny>>) -> Init<Self> {
         let scale = scale.map_or(Ok(true), |s| bool_arg("ToFloat", "scale", s))?;
-        let repr = format!("ToFloat(scale={})", if scale { "True" } else { "False" });
+        let repr = format!("ToFloat(scale={})", py_bool(scale));
         Ok((ToFloat, PyTransform::of(rt::ToFloat::new(scale), repr)))
     }
 }
@@ -509,32 +554,11 @@ pub struct Compose {
 impl Compose {
     #[new]
     fn new(transforms: &Bound<'_, PyAny>) -> Init<Self> {
-        let not_list = || {
-            wrong_type(
-                "Compose takes a list of dataloader_rs.transforms objects",
-                transforms,
-            )
-        };
-        if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
-            return Err(not_list());
-        }
-        let mut items = Vec::new();
-        let mut rust = Vec::new();
-        let mut reprs = Vec::new();
-        for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
-            let t = t?;
-            let Ok(pt) = t.cast::<PyTransform>() else {
-                return Err(PyTypeError::new_err(format!(
-                    "Compose: transform {i} is {} ({}), not a dataloader_rs.transforms object; \
-                     Python callables go in a Python function or torchvision's Compose",
-                    shown(&t),
-                    type_name(&t)
-                )));
-            };
-            rust.push(pt.get().transform());
-            reprs.push(pt.get().repr.clone());
-            items.push(pt.clone().unbind());
-        }
+        let (items, rust, reprs) = transform_list(
+            "Compose",
+            transforms,
+            "; Python callables go in a Python function or torchvision's Compose",
+        )?;
         let repr = format!("Compose([{}])", reprs.join(", "));
         Ok((
             Compose { items },
