@@ -1,6 +1,6 @@
-//! `dataloader_rs.transforms`: the Rust image transforms as frozen Python classes, each a
-//! subclass of `Transform`, callable as `t(obj) -> Image` with the interpreter released while
-//! it runs, and the conversions of items between Python and Rust that every transform shares.
+//! The fixed transforms of `dataloader_rs.transforms` as frozen Python classes, each a subclass
+//! of `Transform`, callable as `t(obj) -> Image` with the interpreter released while it runs,
+//! and the conversions of items between Python and Rust that every transform shares.
 
 use std::sync::Arc;
 
@@ -11,36 +11,13 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{Item, Key, Transform};
 
+use super::image::{PyImage, from_array};
 use crate::args::{
     SizeArg, bool_arg, fill_arg, floats_arg, hw_arg, int_arg, padding_arg, seed_arg, seq_arg,
     size_arg, str_arg,
 };
 use crate::errors::image_error;
-use crate::image::{PyImage, from_array};
 use crate::text::{shown, type_name, wrong_type};
-
-/// Adds the fixed transform classes to `m`.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyTransform>()?;
-    m.add_class::<Decode>()?;
-    m.add_class::<ToRgb>()?;
-    m.add_class::<ToRgba>()?;
-    m.add_class::<ToGray>()?;
-    m.add_class::<Crop>()?;
-    m.add_class::<CenterCrop>()?;
-    m.add_class::<Pad>()?;
-    m.add_class::<PadTo>()?;
-    m.add_class::<Resize>()?;
-    m.add_class::<HFlip>()?;
-    m.add_class::<VFlip>()?;
-    m.add_class::<Rotate90>()?;
-    m.add_class::<ToFloat>()?;
-    m.add_class::<Normalize>()?;
-    m.add_class::<ToChw>()?;
-    m.add_class::<ToHwc>()?;
-    m.add_class::<Compose>()?;
-    Ok(())
-}
 
 // ----- calls -----
 

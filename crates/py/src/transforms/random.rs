@@ -11,29 +11,14 @@ use pyo3::types::{PyDict, PyList, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{RandomParams, Value};
 
+use super::fixed::{
+    PyTransform, call_key, fill_repr, floats_repr, py_bool, rt_err, transform_list,
+};
 use crate::args::{
     SizeArg, bool_arg, fill_arg, float_arg, hw_arg, int_arg, padding_arg, seq_arg, size_arg,
     str_arg,
 };
 use crate::text::{shown, type_name};
-use crate::transforms::{
-    PyTransform, call_key, fill_repr, floats_repr, py_bool, rt_err, transform_list,
-};
-
-/// Adds the random transform classes to `m`.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyRandom>()?;
-    m.add_class::<RandomResizedCrop>()?;
-    m.add_class::<RandomCrop>()?;
-    m.add_class::<RandomHorizontalFlip>()?;
-    m.add_class::<RandomVerticalFlip>()?;
-    m.add_class::<RandomErasing>()?;
-    m.add_class::<RandomApply>()?;
-    m.add_class::<ColorJitter>()?;
-    m.add_class::<RandomGrayscale>()?;
-    m.add_class::<TrivialAugmentWide>()?;
-    Ok(())
-}
 
 /// The base class of the random transforms: `t(obj, seed=s)` draws from `s`, and
 /// `t.params(height=h, width=w, seed=s)` says what it draws for an image of `h × w`.
