@@ -1,14 +1,17 @@
 //! The plain-text tables of the reports (`dlrs bench`, `dlrs parity`).
 
-/// `header` and `rows` as lines of columns as wide as their widest cell, two spaces apart: the
-/// columns numbered in `left` aligned left, the others right; no line ends in a space.
-pub(crate) fn render<const N: usize>(
+/// `header` and a row of `cells` per item as lines of columns as wide as their widest cell, two
+/// spaces apart: the columns numbered in `left` aligned left, the others right; no line ends in
+/// a space.
+pub(crate) fn render<T, const N: usize>(
     header: [&str; N],
-    rows: &[[String; N]],
+    items: &[T],
     left: &[usize],
+    cells: impl Fn(&T) -> [String; N],
 ) -> String {
+    let rows: Vec<[String; N]> = items.iter().map(cells).collect();
     let mut widths = header.map(str::len);
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
         }
@@ -30,7 +33,7 @@ pub(crate) fn render<const N: usize>(
         s
     };
     let mut out = line(header);
-    for row in rows {
+    for row in &rows {
         out.push_str(&line(row.each_ref().map(String::as_str)));
     }
     out
@@ -47,7 +50,7 @@ mod tests {
             ["bcd".to_owned(), "100".to_owned(), String::new()],
         ];
         assert_eq!(
-            render(["name", "n", "note"], &rows, &[0, 2]),
+            render(["name", "n", "note"], &rows, &[0, 2], Clone::clone),
             "name    n  note\na       1  x\nbcd   100\n"
         );
     }

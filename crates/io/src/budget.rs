@@ -196,12 +196,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_slot_freed_for_a_waiter_is_not_taken_by_a_later_batch() {
+    /// A budget of one slot, taken by item 0 of batch 0, and item 1 of batch 0 waiting for it.
+    fn one_slot_held() -> (Arc<ItemBudget>, Slot, Pin<Box<Acquire>>) {
         let budget = ItemBudget::new(1);
         let held = taken(&budget, 0, 0);
         let mut waiting = Box::pin(budget.acquire(0, 1));
         assert!(poll_once(&mut waiting).is_pending());
+        (budget, held, waiting)
+    }
+
+    #[test]
+    fn a_slot_freed_for_a_waiter_is_not_taken_by_a_later_batch() {
+        let (budget, held, mut waiting) = one_slot_held();
         drop(held); // free again, `waiting` woken but not run yet
         let mut later = Box::pin(budget.acquire(1, 0));
         assert!(
@@ -227,10 +233,7 @@ mod tests {
 
     #[test]
     fn a_waiter_that_gives_up_passes_its_turn_on() {
-        let budget = ItemBudget::new(1);
-        let held = taken(&budget, 0, 0);
-        let mut early = Box::pin(budget.acquire(0, 1));
-        assert!(poll_once(&mut early).is_pending());
+        let (budget, held, early) = one_slot_held();
         let flag = Arc::new(Flag(AtomicBool::new(false)));
         let waker = futures::task::waker(Arc::clone(&flag));
         let mut later = Box::pin(budget.acquire(1, 0));

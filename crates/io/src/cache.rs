@@ -792,6 +792,15 @@ mod tests {
         path
     }
 
+    /// A cache in a new directory, the key of `name` and the place of its entry.
+    fn cache_and_place(name: &str) -> (TempDir, Arc<Cache>, CacheKey, PathBuf) {
+        let dir = TempDir::new();
+        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let key = CacheKey::of(name);
+        let path = place(&cache, key);
+        (dir, cache, key, path)
+    }
+
     /// The bytes of the entry of `key` holding `data`, as a cache writes it.
     fn entry_bytes(key: CacheKey, data: &[u8]) -> Vec<u8> {
         let dir = TempDir::new();
@@ -800,12 +809,27 @@ mod tests {
         fs::read(cache.path(key.rank)).unwrap()
     }
 
+    /// A directory holding an empty `outside` and a cache opened in `cache`.
+    fn cache_beside_outside() -> (TempDir, PathBuf, Arc<Cache>) {
+        let dir = TempDir::new();
+        let outside = dir.join("outside");
+        fs::create_dir(&outside).unwrap();
+        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        (dir, outside, cache)
+    }
+
+    /// `cache` still writes and reads `other` (its body numbered `n`): one write in all, and
+    /// writes are not off.
+    fn assert_other_items_cached(cache: &Cache, other: CacheKey, n: u64) {
+        cache.put(other, &body(n, 100));
+        assert_eq!(cache.get(other).unwrap(), body(n, 100));
+        let s = cache.snapshot();
+        assert_eq!((s.written, s.writes_off), (1, false));
+    }
+
     #[test]
     fn a_link_in_place_of_an_entry_is_a_broken_entry() {
-        let dir = TempDir::new();
-        let cache = Cache::open(dir.join("cache"), None).unwrap();
-        let key = CacheKey::of("linked");
-        let path = place(&cache, key);
+        let (dir, cache, key, path) = cache_and_place("linked");
         // Read through the link, /dev/zero fills the memory: it has no end.
         std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
         assert_eq!(cache.get(key), None);
@@ -826,10 +850,7 @@ mod tests {
     #[test]
     fn a_fifo_in_place_of_an_entry_is_a_broken_entry() {
         use std::os::unix::ffi::OsStrExt;
-        let dir = TempDir::new();
-        let cache = Cache::open(&dir.0, None).unwrap();
-        let key = CacheKey::of("fifo");
-        let path = place(&cache, key);
+        let (_dir, cache, key, path) = cache_and_place("fifo");
         let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
         // SAFETY: `name` is a NUL-terminated path that outlives the call.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
@@ -848,29 +869,19 @@ mod tests {
 
     #[test]
     fn a_directory_in_place_of_an_entry_leaves_that_item_uncached() {
-        let dir = TempDir::new();
-        let cache = Cache::open(&dir.0, None).unwrap();
-        let key = CacheKey::of("a directory");
-        let path = place(&cache, key);
+        let (_dir, cache, key, path) = cache_and_place("a directory");
         fs::create_dir(&path).unwrap();
         assert_eq!(cache.get(key), None);
         cache.put(key, &body(9, 100));
         assert!(path.is_dir());
         assert_eq!(cache.get(key), None);
         // The cache goes on writing the other items.
-        let other = CacheKey::of("a file");
-        cache.put(other, &body(10, 100));
-        assert_eq!(cache.get(other).unwrap(), body(10, 100));
-        let s = cache.snapshot();
-        assert_eq!((s.written, s.writes_off), (1, false));
+        assert_other_items_cached(&cache, CacheKey::of("a file"), 10);
     }
 
     #[test]
     fn a_linked_shard_directory_is_neither_written_nor_read() {
-        let dir = TempDir::new();
-        let outside = dir.join("outside");
-        fs::create_dir(&outside).unwrap();
-        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let (_dir, outside, cache) = cache_beside_outside();
         let key = CacheKey::of("through a link");
         let shard = cache.path(key.rank).parent().unwrap().to_owned();
         std::os::unix::fs::symlink(&outside, &shard).unwrap();
@@ -891,18 +902,12 @@ mod tests {
             .map(|i| CacheKey::of(&format!("other {i}")))
             .find(|k| k.rank >> 56 != key.rank >> 56)
             .unwrap();
-        cache.put(other, &body(7, 100));
-        assert_eq!(cache.get(other).unwrap(), body(7, 100));
-        let s = cache.snapshot();
-        assert_eq!((s.written, s.writes_off), (1, false));
+        assert_other_items_cached(&cache, other, 7);
     }
 
     #[test]
     fn a_version_directory_linked_after_open_stops_the_writes() {
-        let dir = TempDir::new();
-        let outside = dir.join("outside");
-        fs::create_dir(&outside).unwrap();
-        let cache = Cache::open(dir.join("cache"), None).unwrap();
+        let (dir, outside, cache) = cache_beside_outside();
         let kept = CacheKey::of("kept");
         cache.put(kept, &body(11, 100));
         fs::rename(&cache.root, dir.join("moved")).unwrap();

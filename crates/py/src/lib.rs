@@ -13,9 +13,8 @@
 //! - [`errors`]: every Rust error as a Python exception, in one place.
 //! - [`gc`]: what the loader's pyclasses report to the garbage collector.
 //! - [`text`]: how Python objects are named in error messages.
-//! - [`transforms`], [`image`], [`batch`], [`dlpack`]: the Rust image transforms, `Image`,
-//!   `ImageCollator` / `ImageBatch`, and their zero-copy views (buffer protocol, DLPack);
-//!   [`augment`]: the random transforms and their `params`.
+//! - [`transforms`]: the Rust image transforms (fixed and random), `Image`, `ImageCollator` /
+//!   `ImageBatch`, and their zero-copy views (buffer protocol, DLPack).
 //!
 //! PyO3 is pinned to 0.28.3 (see the root Cargo.toml); this crate avoids the APIs of its two
 //! advisories (RUSTSEC-2026-0176, RUSTSEC-2026-0177), and a tidy test in xtask checks it.
@@ -24,14 +23,10 @@ use pyo3::prelude::*;
 
 pub mod args;
 pub mod attach;
-pub mod augment;
-pub mod batch;
 pub mod cli;
 pub mod datasets;
-pub mod dlpack;
 pub mod errors;
 pub mod gc;
-pub mod image;
 pub mod loader;
 pub mod pipeline;
 pub mod run;
@@ -53,10 +48,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::BatchIterator>()?;
     transforms::register(m)?;
-    augment::register(m)?;
-    m.add_class::<image::PyImage>()?;
-    m.add_class::<batch::ImageCollator>()?;
-    m.add_class::<batch::ImageBatch>()?;
     m.add_class::<datasets::HttpDataset>()?;
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;

@@ -18,10 +18,10 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use dlrs_transforms::{Collator, Image, Item, Transform};
 
-use crate::batch::{ImageBatch, ImageCollator, collate_list};
 use crate::errors::{image_error, io_error, no_stop_iteration};
 use crate::run::Skipper;
-use crate::transforms::{PyTransform, item_from_py, item_into_py};
+use crate::transforms::batch::{ImageBatch, ImageCollator, collate_list};
+use crate::transforms::fixed::{PyTransform, item_from_py, item_into_py};
 use crate::worker::ItemInfo;
 
 /// One item between the dataset and the batch.

@@ -2,13 +2,12 @@
 //! 224 x 224 PNG, and the collation of 64 such tiles.
 
 use std::hint::black_box;
-use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use dlrs_transforms::{
-    Anchor, BatchLayout, Collator, Compose, Decode, Dtype, Fill, Item, Normalize, PadTo, Resize,
-    ResizeSize, ToChw, ToFloat, ToRgb, Transform,
-};
+use dlrs_transforms::{BatchLayout, Collator, Decode, Dtype, Item, Resize, ResizeSize, Transform};
+
+#[path = "../tests/it/tile_chain.rs"]
+mod tile_chain;
 
 /// A 224 x 224 RGB PNG with smooth gradients and some texture, like a photo tile.
 fn tile_png() -> Vec<u8> {
@@ -34,24 +33,13 @@ fn tile_png() -> Vec<u8> {
     out
 }
 
-fn chain() -> Compose {
-    Compose::new(vec![
-        Arc::new(Decode::default()),
-        Arc::new(ToRgb),
-        Arc::new(PadTo::new(224, 224, Fill::default(), Anchor::TopLeft).unwrap()),
-        Arc::new(ToFloat::default()),
-        Arc::new(Normalize::new(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225]).unwrap()),
-        Arc::new(ToChw),
-    ])
-}
-
 fn bench(c: &mut Criterion) {
     let png = bytes::Bytes::from(tile_png());
     let decode = Decode::default();
     c.bench_function("decode_png_224", |b| {
         b.iter(|| decode.decode(black_box(&png)).unwrap())
     });
-    let tiles = chain();
+    let tiles = tile_chain::tile_chain(224, 224);
     c.bench_function("chain_png_224_to_normalized_chw", |b| {
         b.iter(|| tiles.apply(0, Item::Bytes(black_box(png.clone()))).unwrap())
     });

@@ -1,12 +1,14 @@
 //! Per-item time of Decode and of the tile chain on one file, single-threaded (a development aid
 //! for comparing with Pillow + NumPy: `cargo run --release --example throughput -- FILE [N]`).
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use dlrs_transforms::{
-    Anchor, Compose, Decode, Fill, Item, Normalize, PadTo, ToChw, ToFloat, ToRgb, Transform,
-};
+use dlrs_transforms::{Decode, Item, Transform};
+
+#[path = "../tests/it/tile_chain.rs"]
+mod tile_chain;
+
+use tile_chain::tile_chain;
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -14,14 +16,7 @@ fn main() {
     let n: usize = args.next().map_or(2000, |s| s.parse().expect("N"));
     let data = bytes::Bytes::from(std::fs::read(&path).expect("readable file"));
     let decode = Decode::default();
-    let chain = Compose::new(vec![
-        Arc::new(Decode::default()),
-        Arc::new(ToRgb),
-        Arc::new(PadTo::new(224, 224, Fill::default(), Anchor::TopLeft).expect("valid")),
-        Arc::new(ToFloat::default()),
-        Arc::new(Normalize::new(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225]).expect("valid")),
-        Arc::new(ToChw),
-    ]);
+    let chain = tile_chain(224, 224);
     let time = |name: &str, f: &dyn Fn()| {
         f();
         let t = Instant::now();

@@ -72,27 +72,23 @@ pub fn table(results: &[Measurement]) -> String {
         "MiB/s",
         "1st batch",
     ];
-    let rows: Vec<[String; 9]> = results
-        .iter()
-        .map(|m| {
-            [
-                m.workload.to_owned(),
-                m.items.to_string(),
-                m.batch_size.to_string(),
-                m.workers.to_string(),
-                m.concurrency.to_string(),
-                format!("{:.3}", m.seconds),
-                short(m.items_per_second()),
-                if m.bytes == 0 {
-                    "-".to_owned()
-                } else {
-                    format!("{:.1}", m.mib_per_second())
-                },
-                format!("{:.2} ms", m.first_batch_seconds * 1e3),
-            ]
-        })
-        .collect();
-    let mut out = crate::table::render(header, &rows, &[0]);
+    let mut out = crate::table::render(header, results, &[0], |m| {
+        [
+            m.workload.to_owned(),
+            m.items.to_string(),
+            m.batch_size.to_string(),
+            m.workers.to_string(),
+            m.concurrency.to_string(),
+            format!("{:.3}", m.seconds),
+            short(m.items_per_second()),
+            if m.bytes == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.1}", m.mib_per_second())
+            },
+            format!("{:.2} ms", m.first_batch_seconds * 1e3),
+        ]
+    });
     for m in results {
         if let Some(s) = stats_line(m) {
             out.push_str(&s);

@@ -191,21 +191,17 @@ pub fn table(rows: &[Row]) -> String {
         "mean diff",
         "result",
     ];
-    let cells: Vec<[String; 7]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.name.clone(),
-                if r.exact { "yes" } else { "no" }.to_owned(),
-                r.images.to_string(),
-                r.differing_images.to_string(),
-                number(r.max),
-                number(r.mean()),
-                r.verdict().to_owned(),
-            ]
-        })
-        .collect();
-    crate::table::render(header, &cells, &[0, 6])
+    crate::table::render(header, rows, &[0, 6], |r| {
+        [
+            r.name.clone(),
+            if r.exact { "yes" } else { "no" }.to_owned(),
+            r.images.to_string(),
+            r.differing_images.to_string(),
+            number(r.max),
+            number(r.mean()),
+            r.verdict().to_owned(),
+        ]
+    })
 }
 
 /// The JSON: the versions, the number of images, and one object per chain.

@@ -40,6 +40,20 @@ fn args(template: &str, out: &Path, flags: &str) -> PrefetchArgs {
     }
 }
 
+/// A loopback server, a fresh directory named after `what`, and the template of `path` on the
+/// server.
+fn setup(what: &str, path: &str) -> (LoopbackServer, TempDir, String) {
+    let server = LoopbackServer::start(Duration::ZERO).unwrap();
+    let template = format!("{}{path}", server.base_url());
+    (server, TempDir::new(what), template)
+}
+
+/// Runs `a`, which must fetch its `n` items without a failure.
+fn fetch_all(a: &PrefetchArgs, n: u64) {
+    let report = prefetch(a, quiet()).unwrap();
+    assert_eq!((report.fetched, report.failures.len()), (n, 0));
+}
+
 fn quiet() -> Option<Progress> {
     Some(Progress::with_drawing(0, "test", "items", false))
 }
@@ -50,10 +64,8 @@ fn read(path: PathBuf) -> String {
 
 #[test]
 fn fetches_every_item_into_padded_names() {
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("all");
+    let (server, dir, template) = setup("all", "/item/{index}");
     let out = dir.0.join("out");
-    let template = format!("{}/item/{{index}}", server.base_url());
     let a = args(&template, &out, "--length 12 --concurrency 4");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!(
@@ -82,13 +94,11 @@ fn fetches_every_item_into_padded_names() {
 
 #[test]
 fn a_second_run_skips_complete_files_and_refetches_partial_ones() {
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("resume");
+    let (server, dir, template) = setup("resume", "/item/{index}?format=x");
     let out = dir.0.clone();
     // Item 3 is complete (its content says so), item 5 was interrupted while it was written.
     std::fs::write(out.join("3.bin"), "kept").unwrap();
     std::fs::write(out.join("5.bin.part"), "ite").unwrap();
-    let template = format!("{}/item/{{index}}?format=x", server.base_url());
     let a = args(&template, &out, "--length 8 --name {index}.bin");
     let report = prefetch(&a, quiet()).unwrap();
     assert_eq!((report.fetched, report.skipped), (7, 1));
@@ -105,9 +115,7 @@ fn a_second_run_skips_complete_files_and_refetches_partial_ones() {
 
 #[test]
 fn failures_are_listed_by_index_with_redacted_locations() {
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("fail");
-    let template = format!("{}/{{kind}}/{{n}}?token=secret", server.base_url());
+    let (server, dir, template) = setup("fail", "/{kind}/{n}?token=secret");
     let a = args(
         &template,
         &dir.0,
@@ -132,12 +140,9 @@ fn failures_are_listed_by_index_with_redacted_locations() {
 
 #[test]
 fn range_columns_give_their_values_item_by_item() {
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("range");
-    let template = format!("{}/item/{{x}}?y={{y}}", server.base_url());
+    let (server, dir, template) = setup("range", "/item/{x}?y={y}");
     let a = args(&template, &dir.0, "-c x=-1..2 -c y=a,b,c --name {y}_{x}");
-    let report = prefetch(&a, quiet()).unwrap();
-    assert_eq!((report.fetched, report.failures.len()), (3, 0));
+    fetch_all(&a, 3);
     assert_eq!(read(dir.0.join("a_-1")), "item--1");
     assert_eq!(read(dir.0.join("b_0")), "item-0");
     assert_eq!(read(dir.0.join("c_1")), "item-1");
@@ -155,12 +160,9 @@ fn range_columns_give_their_values_item_by_item() {
 
 #[test]
 fn transient_failures_are_retried() {
-    let server = LoopbackServer::start(Duration::ZERO).unwrap();
-    let dir = TempDir::new("retry");
-    let template = format!("{}/flaky/2/item/{{index}}", server.base_url());
+    let (server, dir, template) = setup("retry", "/flaky/2/item/{index}");
     let a = args(&template, &dir.0, "--length 3 --retries 2");
-    let report = prefetch(&a, quiet()).unwrap();
-    assert_eq!((report.fetched, report.failures.len()), (3, 0));
+    fetch_all(&a, 3);
     assert_eq!(server.requests(), 9);
     assert_eq!(read(dir.0.join("2")), "item-2");
 }
@@ -306,8 +308,7 @@ fn links_planted_in_out_are_not_followed() {
     symlink(outside.join("final"), out.join("1")).unwrap();
     let template = format!("{}/item/{{index}}", server.base_url());
     let a = args(&template, &out, "--length 2");
-    let report = prefetch(&a, quiet()).unwrap();
-    assert_eq!((report.fetched, report.failures.len()), (2, 0));
+    fetch_all(&a, 2);
     for victim in ["part", "final"] {
         assert_eq!(read(outside.join(victim)), "precious", "{victim}");
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use super::temp_dir;
@@ -59,10 +59,11 @@ impl Served {
         Answer::parse(&out)
     }
 
-    /// Ends the server's input and waits for it to stop.
-    fn stop(mut self) -> ExitStatus {
+    /// Ends the server's input, checks that it stops cleanly, and removes the test's `dir`.
+    fn finish(mut self, dir: &Path) {
         drop(self.child.stdin.take());
-        self.child.wait().unwrap()
+        assert!(self.child.wait().unwrap().success());
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }
 
@@ -168,8 +169,7 @@ fn serve_streams_a_sparse_tib_file() {
         Some("bytes 0-3/1099511627776")
     );
     assert_eq!(first.body, b"head");
-    assert!(server.stop().success());
-    std::fs::remove_dir_all(&dir).unwrap();
+    server.finish(&dir);
 }
 
 #[cfg(unix)]
@@ -217,8 +217,7 @@ fn serve_answers_others_while_a_fifo_or_a_slow_client_is_pending() {
         "HTTP/1.1 403 Forbidden"
     );
     drop((fifo, unfinished, not_reading));
-    assert!(server.stop().success());
-    std::fs::remove_dir_all(&dir).unwrap();
+    server.finish(&dir);
 }
 
 #[cfg(unix)]
@@ -237,35 +236,40 @@ fn serve_gives_nothing_outside_its_directory() {
     symlink("missing", served.join("dangling")).unwrap();
     symlink("inside.txt", served.join("alias.txt")).unwrap();
     let server = Served::start(&served);
-    for path in [
-        "/out.txt",
-        "/relative.txt",
-        "/up/secret.txt",
-        "/zero",
-        "/dangling",
+    let refused: &[u8] = b"not a regular file inside the served directory";
+    for (paths, status, body) in [
+        (
+            [
+                "/out.txt",
+                "/relative.txt",
+                "/up/secret.txt",
+                "/zero",
+                "/dangling",
+            ],
+            "403 Forbidden",
+            refused,
+        ),
+        (
+            [
+                "/../secret.txt",
+                "/%2e%2e/secret.txt",
+                "/up/..%2fsecret.txt",
+                "/inside.txt/../../secret.txt",
+                "//secret.txt",
+            ],
+            "404 Not Found",
+            b"not found",
+        ),
     ] {
-        let answer = server.ask("GET", path, "");
-        assert_eq!(answer.status, "HTTP/1.1 403 Forbidden", "{path}");
-        assert_eq!(
-            answer.body, b"not a regular file inside the served directory",
-            "{path}"
-        );
-    }
-    for path in [
-        "/../secret.txt",
-        "/%2e%2e/secret.txt",
-        "/up/..%2fsecret.txt",
-        "/inside.txt/../../secret.txt",
-        "//secret.txt",
-    ] {
-        let answer = server.ask("GET", path, "");
-        assert_eq!(answer.status, "HTTP/1.1 404 Not Found", "{path}");
-        assert_eq!(answer.body, b"not found", "{path}");
+        for path in paths {
+            let answer = server.ask("GET", path, "");
+            assert_eq!(answer.status, format!("HTTP/1.1 {status}"), "{path}");
+            assert_eq!(answer.body, body, "{path}");
+        }
     }
     // A link that stays inside is followed.
     assert_eq!(server.ask("GET", "/alias.txt", "").body, b"inside");
-    assert!(server.stop().success());
-    std::fs::remove_dir_all(&base).unwrap();
+    server.finish(&base);
 }
 
 #[test]
@@ -356,6 +360,5 @@ fn serve_decodes_names_and_reads_ranges_as_rfc_9110_says() {
     assert_eq!(head.status, "HTTP/1.1 206 Partial Content");
     assert_eq!(head.header("content-length"), Some("5"));
     assert_eq!(head.body, b"");
-    assert!(server.stop().success());
-    std::fs::remove_dir_all(&dir).unwrap();
+    server.finish(&dir);
 }

@@ -700,6 +700,15 @@ pub(crate) mod tests {
             self.out.extend(std::iter::repeat_n(0, 1024));
             self.out
         }
+
+        /// A whole archive of these regular members, in order.
+        pub(crate) fn archive(files: &[(&str, &[u8], Long)]) -> Vec<u8> {
+            let mut w = Writer::new();
+            for &(name, data, long) in files {
+                w.file(name, data, long);
+            }
+            w.finish()
+        }
     }
 
     /// A pax record `"<len> key=value\n"` whose length counts its own digits.
@@ -757,9 +766,7 @@ pub(crate) mod tests {
 
     #[test]
     fn truncated_and_malformed_archives() {
-        let mut w = Writer::new();
-        w.file("a.txt", &[1; 1000], Long::Ustar);
-        let whole = w.finish();
+        let whole = Writer::archive(&[("a.txt", &[1; 1000], Long::Ustar)]);
         let cut = |n: usize| index_bytes(&whole[..n]).unwrap_err();
         for (n, what) in [
             (0, "without an end-of-archive block"),
@@ -852,10 +859,10 @@ pub(crate) mod tests {
 
     #[test]
     fn layouts_that_do_not_fit_the_archive() {
-        let mut w = Writer::new();
-        w.file("a.jpg", &[1; 600], Long::Ustar);
-        w.file("a.cls", b"1", Long::Pax);
-        let archive = w.finish();
+        let archive = Writer::archive(&[
+            ("a.jpg", &[1; 600], Long::Ustar),
+            ("a.cls", b"1", Long::Pax),
+        ]);
         let size = archive.len() as u64;
         let members = index_bytes(&archive).unwrap();
         assert_eq!(check_layout(&members, size), Ok(()));
@@ -977,10 +984,10 @@ pub(crate) mod tests {
 
     #[test]
     fn fragments_end_after_the_last_data() {
-        let mut w = Writer::new();
-        w.file("k.jpg", &[1; 10], Long::Ustar);
-        w.file("k.cls", b"7", Long::Ustar);
-        let data = w.finish();
+        let data = Writer::archive(&[
+            ("k.jpg", &[1; 10], Long::Ustar),
+            ("k.cls", b"7", Long::Ustar),
+        ]);
         let members = index_bytes(&data).unwrap();
         let end = members[1].end() as usize;
         let mut fragment = Indexer::fragment();

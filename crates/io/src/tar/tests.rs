@@ -176,25 +176,18 @@ fn a_member_or_a_sample_over_max_bytes_is_too_large() {
     let item = fetch(&runtime, &dataset, 0).unwrap();
     assert_eq!(item.len(), 3073);
     assert_eq!(Sample::from_fragment(&item).unwrap().key(), "a");
-    let error = fetch(&runtime, &dataset, 1).unwrap_err();
-    assert_too_large(&error, 3100, Some(3101));
-    assert_eq!(
-        error.to_string(),
-        format!(
-            "{}: b.jpg: the item (3101 bytes) is larger than max_bytes (3100 bytes)",
-            locations[0]
-        )
-    );
-    // Each member of c fits, the bytes read for the sample do not.
-    let error = fetch(&runtime, &dataset, 2).unwrap_err();
-    assert_too_large(&error, 3100, Some(4060));
-    assert_eq!(
-        error.to_string(),
-        format!(
-            "{}: sample c: the item (4060 bytes) is larger than max_bytes (3100 bytes)",
-            locations[0]
-        )
-    );
+    // A member of b is too large; each member of c fits, the bytes read for the sample do not.
+    for (index, what, size) in [(1, "b.jpg", 3101), (2, "sample c", 4060)] {
+        let error = fetch(&runtime, &dataset, index).unwrap_err();
+        assert_too_large(&error, 3100, Some(size));
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "{}: {what}: the item ({size} bytes) is larger than max_bytes (3100 bytes)",
+                locations[0]
+            )
+        );
+    }
     let error = runtime.block_on(dataset.sample(2)).unwrap().unwrap_err();
     assert_too_large(&error, 3100, Some(4060));
     assert_eq!(dataset.io_stats().unwrap().snapshot().bytes, 3073);

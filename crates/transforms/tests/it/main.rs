@@ -5,6 +5,7 @@ mod bmp_file;
 mod decode;
 mod pipeline;
 mod robustness;
+mod tile_chain;
 
 use dlrs_transforms::{Decode, Image, Pixels};
 

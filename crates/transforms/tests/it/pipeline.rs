@@ -3,24 +3,16 @@
 use std::sync::Arc;
 
 use dlrs_transforms::{
-    Anchor, BatchLayout, Collator, Compose, Decode, Dtype, Error, Fill, Item, Layout, Normalize,
-    PadTo, Pixels, ToChw, ToFloat, ToRgb, Transform,
+    BatchLayout, Collator, Compose, Decode, Dtype, Error, Item, Layout, Normalize, Pixels,
+    Transform,
 };
 
 use crate::fixture;
+use crate::tile_chain::{MEAN, STD, tile_chain};
 
-const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
-const STD: [f64; 3] = [0.229, 0.224, 0.225];
-
+/// The chain of these tests: 28 rows of 16.
 fn tiles() -> Compose {
-    Compose::new(vec![
-        Arc::new(Decode::default()),
-        Arc::new(ToRgb),
-        Arc::new(PadTo::new(16, 28, Fill::default(), Anchor::TopLeft).unwrap()),
-        Arc::new(ToFloat::default()),
-        Arc::new(Normalize::new(&MEAN, &STD).unwrap()),
-        Arc::new(ToChw),
-    ])
+    tile_chain(16, 28)
 }
 
 #[test]

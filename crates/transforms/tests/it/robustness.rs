@@ -48,14 +48,19 @@ fn every_truncation_is_an_error_or_an_image() {
     }
 }
 
+/// The error of decoding fixture `name` cut to `keep(its length)` bytes, which must fail.
+fn cut_error(name: &str, keep: impl Fn(usize) -> usize) -> Error {
+    let data = fixture(name);
+    Decode::default()
+        .decode(&data[..keep(data.len())])
+        .unwrap_err()
+}
+
 /// Pillow refuses a JPEG without its end marker ("image file is truncated"); so does Decode.
 #[test]
 fn jpeg_without_end_marker_is_refused() {
-    let data = fixture("rgb420.jpg");
     for cut in [2, 3, 10] {
-        let err = Decode::default()
-            .decode(&data[..data.len() - cut])
-            .unwrap_err();
+        let err = cut_error("rgb420.jpg", |n| n - cut);
         assert!(
             matches!(err, Error::Truncated { .. } | Error::Corrupt { .. }),
             "{cut}: {err:?}"
@@ -67,10 +72,7 @@ fn jpeg_without_end_marker_is_refused() {
 #[test]
 fn webp_shorter_than_its_header_is_truncated() {
     for name in ["rgb_lossless.webp", "rgb_lossy.webp"] {
-        let data = fixture(name);
-        let err = Decode::default()
-            .decode(&data[..data.len() - 1])
-            .unwrap_err();
+        let err = cut_error(name, |n| n - 1);
         assert!(matches!(err, Error::Truncated { .. }), "{name}: {err:?}");
     }
 }
@@ -78,10 +80,7 @@ fn webp_shorter_than_its_header_is_truncated() {
 #[test]
 fn truncated_fixtures_say_so() {
     for name in ["rgb.tiff", "rgb_lossless.webp", "rgb420.jpg"] {
-        let data = fixture(name);
-        let err = Decode::default()
-            .decode(&data[..data.len() * 2 / 3])
-            .unwrap_err();
+        let err = cut_error(name, |n| n * 2 / 3);
         assert!(
             matches!(err, Error::Truncated { .. } | Error::Corrupt { .. }),
             "{name}: {err:?}"

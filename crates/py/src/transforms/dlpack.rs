@@ -156,12 +156,12 @@ macro_rules! export_methods {
                     view: *mut pyo3::ffi::Py_buffer,
                     flags: std::ffi::c_int,
                 ) -> pyo3::PyResult<()> {
-                    let v = $crate::dlpack::Export::view(slf.get());
+                    let v = $crate::transforms::dlpack::Export::view(slf.get());
                     // SAFETY: `view` is the buffer CPython handed to this slot; by the contract of
                     // `Export`, `v.data` addresses the bytes of `v.shape`, alive as long as `slf`
                     // (made `view.obj`), and writable unless `v.readonly`.
                     unsafe {
-                        $crate::dlpack::fill_buffer(
+                        $crate::transforms::dlpack::fill_buffer(
                             view,
                             flags,
                             slf.into_any(),
@@ -175,7 +175,7 @@ macro_rules! export_methods {
 
                 unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
                     // SAFETY: CPython passes the view this object filled in `__getbuffer__`, once.
-                    unsafe { $crate::dlpack::release_buffer(view) }
+                    unsafe { $crate::transforms::dlpack::release_buffer(view) }
                 }
 
                 #[doc = $dlpack]
@@ -188,15 +188,15 @@ macro_rules! export_methods {
                     dl_device: Option<&pyo3::Bound<'_, pyo3::PyAny>>,
                     copy: Option<bool>,
                 ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
-                    let req = $crate::dlpack::Request::parse(stream, max_version, dl_device, copy)?;
-                    $crate::dlpack::capsule(py, $crate::dlpack::Export::view(self), &req)
+                    let req = $crate::transforms::dlpack::Request::parse(stream, max_version, dl_device, copy)?;
+                    $crate::transforms::dlpack::capsule(py, $crate::transforms::dlpack::Export::view(self), &req)
                 }
 
                 fn __dlpack_device__<'py>(
                     &self,
                     py: pyo3::Python<'py>,
                 ) -> pyo3::PyResult<pyo3::Bound<'py, pyo3::types::PyTuple>> {
-                    $crate::dlpack::device(py)
+                    $crate::transforms::dlpack::device(py)
                 }
             }
         };

@@ -10,9 +10,9 @@ use pyo3::types::{PyList, PyTuple};
 
 use dlrs_transforms::{Batch, BatchLayout, Collator, Dtype, Image};
 
-use crate::dlpack::{self, BatchData, Owner, View};
+use super::dlpack::{self, BatchData, Owner, View};
+use super::image::PyImage;
 use crate::errors::image_error;
-use crate::image::PyImage;
 
 /// One batch of images in one contiguous buffer: `(n, c, h, w)` or `(n, h, w, c)`.
 #[pyclass(frozen, module = "dataloader_rs", name = "ImageBatch")]

@@ -9,7 +9,7 @@ use pyo3::types::{PyTuple, PyType};
 
 use dlrs_transforms::{Dtype, Error, Image, Layout, MAX_BYTES, MAX_SIDE, Pixels};
 
-use crate::dlpack::{self, Owner, View};
+use super::dlpack::{self, Owner, View};
 use crate::errors::image_error;
 use crate::text::{type_name, wrong_type};
 

@@ -1,6 +1,6 @@
-//! `dataloader_rs.transforms`: the Rust image transforms as frozen Python classes, each a
-//! subclass of `Transform`, callable as `t(obj) -> Image` with the interpreter released while
-//! it runs, and the conversions of items between Python and Rust that every transform shares.
+//! The fixed transforms of `dataloader_rs.transforms` as frozen Python classes, each a subclass
+//! of `Transform`, callable as `t(obj) -> Image` with the interpreter released while it runs,
+//! and the conversions of items between Python and Rust that every transform shares.
 
 use std::sync::Arc;
 
@@ -11,36 +11,13 @@ use pyo3::types::{PyByteArray, PyBytes, PyList, PyMemoryView, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{Item, Key, Transform};
 
+use super::image::{PyImage, from_array};
 use crate::args::{
     SizeArg, bool_arg, fill_arg, floats_arg, hw_arg, int_arg, padding_arg, seed_arg, seq_arg,
     size_arg, str_arg,
 };
 use crate::errors::image_error;
-use crate::image::{PyImage, from_array};
 use crate::text::{shown, type_name, wrong_type};
-
-/// Adds the fixed transform classes to `m`.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyTransform>()?;
-    m.add_class::<Decode>()?;
-    m.add_class::<ToRgb>()?;
-    m.add_class::<ToRgba>()?;
-    m.add_class::<ToGray>()?;
-    m.add_class::<Crop>()?;
-    m.add_class::<CenterCrop>()?;
-    m.add_class::<Pad>()?;
-    m.add_class::<PadTo>()?;
-    m.add_class::<Resize>()?;
-    m.add_class::<HFlip>()?;
-    m.add_class::<VFlip>()?;
-    m.add_class::<Rotate90>()?;
-    m.add_class::<ToFloat>()?;
-    m.add_class::<Normalize>()?;
-    m.add_class::<ToChw>()?;
-    m.add_class::<ToHwc>()?;
-    m.add_class::<Compose>()?;
-    Ok(())
-}
 
 // ----- calls -----
 
@@ -75,6 +52,11 @@ pub(crate) fn rt_err(e: rt::Error) -> PyErr {
 pub(crate) fn floats_repr(v: &[f64]) -> String {
     let parts: Vec<String> = v.iter().map(|x| format!("{x:?}")).collect();
     format!("[{}]", parts.join(", "))
+}
+
+/// Python's repr of a bool.
+pub(crate) fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
 }
 
 pub(crate) fn fill_repr(fill: &rt::Fill) -> String {
@@ -124,6 +106,46 @@ pub fn item_into_py(py: Python<'_>, item: Item) -> PyResult<Bound<'_, PyAny>> {
         Item::Image(im) => Ok(Bound::new(py, PyImage::new(im))?.into_any()),
         Item::Bytes(b) => Ok(PyBytes::new(py, &b).into_any()),
     }
+}
+
+/// The objects of a list of transforms, their Rust transforms and their reprs.
+pub(crate) type Steps = (
+    Vec<Py<PyTransform>>,
+    Vec<Arc<dyn rt::Transform>>,
+    Vec<String>,
+);
+
+/// The steps of a list of `dataloader_rs.transforms` objects; `hint` ends the message about an
+/// item that is not one.
+pub(crate) fn transform_list(
+    owner: &str,
+    transforms: &Bound<'_, PyAny>,
+    hint: &str,
+) -> PyResult<Steps> {
+    let not_list = || {
+        wrong_type(
+            &format!("{owner} takes a list of dataloader_rs.transforms objects"),
+            transforms,
+        )
+    };
+    if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
+        return Err(not_list());
+    }
+    let (mut items, mut rust, mut reprs) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
+        let t = t?;
+        let Ok(pt) = t.cast::<PyTransform>() else {
+            return Err(PyTypeError::new_err(format!(
+                "{owner}: transform {i} is {} ({}), not a dataloader_rs.transforms object{hint}",
+                shown(&t),
+                type_name(&t)
+            )));
+        };
+        rust.push(pt.get().transform());
+        reprs.push(pt.get().repr().to_owned());
+        items.push(pt.clone().unbind());
+    }
+    Ok((items, rust, reprs))
 }
 
 // ----- the classes -----
@@ -441,7 +463,7 @@ impl Resize {
         let repr = format!(
             "Resize(size={size_repr}, interpolation={interp_name:?}, max_size={}, antialias={})",
             max_size.map_or_else(|| "None".to_owned(), |m| m.to_string()),
-            if antialias { "True" } else { "False" }
+            py_bool(antialias)
         );
         Ok((Resize, PyTransform::of(t, repr)))
     }
@@ -474,7 +496,7 @@ impl ToFloat {
     #[pyo3(signature = (scale = None), text_signature = "(scale=True)")]
     fn new(scale: Option<&Bound<'_, PyAny>>) -> Init<Self> {
         let scale = scale.map_or(Ok(true), |s| bool_arg("ToFloat", "scale", s))?;
-        let repr = format!("ToFloat(scale={})", if scale { "True" } else { "False" });
+        let repr = format!("ToFloat(scale={})", py_bool(scale));
         Ok((ToFloat, PyTransform::of(rt::ToFloat::new(scale), repr)))
     }
 }
@@ -509,32 +531,11 @@ pub struct Compose {
 impl Compose {
     #[new]
     fn new(transforms: &Bound<'_, PyAny>) -> Init<Self> {
-        let not_list = || {
-            wrong_type(
-                "Compose takes a list of dataloader_rs.transforms objects",
-                transforms,
-            )
-        };
-        if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
-            return Err(not_list());
-        }
-        let mut items = Vec::new();
-        let mut rust = Vec::new();
-        let mut reprs = Vec::new();
-        for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
-            let t = t?;
-            let Ok(pt) = t.cast::<PyTransform>() else {
-                return Err(PyTypeError::new_err(format!(
-                    "Compose: transform {i} is {} ({}), not a dataloader_rs.transforms object; \
-                     Python callables go in a Python function or torchvision's Compose",
-                    shown(&t),
-                    type_name(&t)
-                )));
-            };
-            rust.push(pt.get().transform());
-            reprs.push(pt.get().repr.clone());
-            items.push(pt.clone().unbind());
-        }
+        let (items, rust, reprs) = transform_list(
+            "Compose",
+            transforms,
+            "; Python callables go in a Python function or torchvision's Compose",
+        )?;
         let repr = format!("Compose([{}])", reprs.join(", "));
         Ok((
             Compose { items },

@@ -11,27 +11,14 @@ use pyo3::types::{PyDict, PyList, PyString};
 use dlrs_transforms as rt;
 use dlrs_transforms::{RandomParams, Value};
 
+use super::fixed::{
+    PyTransform, call_key, fill_repr, floats_repr, py_bool, rt_err, transform_list,
+};
 use crate::args::{
     SizeArg, bool_arg, fill_arg, float_arg, hw_arg, int_arg, padding_arg, seq_arg, size_arg,
     str_arg,
 };
-use crate::text::{shown, type_name, wrong_type};
-use crate::transforms::{PyTransform, call_key, fill_repr, floats_repr, rt_err};
-
-/// Adds the random transform classes to `m`.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyRandom>()?;
-    m.add_class::<RandomResizedCrop>()?;
-    m.add_class::<RandomCrop>()?;
-    m.add_class::<RandomHorizontalFlip>()?;
-    m.add_class::<RandomVerticalFlip>()?;
-    m.add_class::<RandomErasing>()?;
-    m.add_class::<RandomApply>()?;
-    m.add_class::<ColorJitter>()?;
-    m.add_class::<RandomGrayscale>()?;
-    m.add_class::<TrivialAugmentWide>()?;
-    Ok(())
-}
+use crate::text::{shown, type_name};
 
 /// The base class of the random transforms: `t(obj, seed=s)` draws from `s`, and
 /// `t.params(height=h, width=w, seed=s)` says what it draws for an image of `h × w`.
@@ -91,10 +78,6 @@ fn random_init<T: RandomParams + 'static>(t: T, repr: String) -> PyClassInitiali
 }
 
 // ----- arguments -----
-
-fn py_bool(b: bool) -> &'static str {
-    if b { "True" } else { "False" }
-}
 
 /// A `(min, max)`-like pair of numbers: torchvision's `scale` and `ratio`.
 fn pair_arg(owner: &str, name: &str, obj: &Bound<'_, PyAny>) -> PyResult<(f64, f64)> {
@@ -326,41 +309,6 @@ impl RandomErasing {
     }
 }
 
-/// The objects of a list of transforms, their Rust transforms and their reprs.
-type Steps = (
-    Vec<Py<PyTransform>>,
-    Vec<Arc<dyn rt::Transform>>,
-    Vec<String>,
-);
-
-/// The steps of a list of `dataloader_rs.transforms` objects.
-fn transform_list(owner: &str, transforms: &Bound<'_, PyAny>) -> PyResult<Steps> {
-    let not_list = || {
-        wrong_type(
-            &format!("{owner} takes a list of dataloader_rs.transforms objects"),
-            transforms,
-        )
-    };
-    if transforms.is_instance_of::<PyString>() || transforms.cast::<PyTransform>().is_ok() {
-        return Err(not_list());
-    }
-    let (mut items, mut rust, mut reprs) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, t) in transforms.try_iter().map_err(|_| not_list())?.enumerate() {
-        let t = t?;
-        let Ok(pt) = t.cast::<PyTransform>() else {
-            return Err(PyTypeError::new_err(format!(
-                "{owner}: transform {i} is {} ({}), not a dataloader_rs.transforms object",
-                shown(&t),
-                type_name(&t)
-            )));
-        };
-        rust.push(pt.get().transform());
-        reprs.push(pt.get().repr().to_owned());
-        items.push(pt.clone().unbind());
-    }
-    Ok((items, rust, reprs))
-}
-
 /// `RandomApply(transforms, p=0.5)`: the transforms in order, all or none.
 #[pyclass(frozen, extends = PyRandom, module = "dataloader_rs.transforms")]
 pub struct RandomApply {
@@ -373,7 +321,7 @@ impl RandomApply {
     #[pyo3(signature = (transforms, p = None), text_signature = "(transforms, p=0.5)")]
     fn new(transforms: &Bound<'_, PyAny>, p: Option<&Bound<'_, PyAny>>) -> Init<Self> {
         const NAME: &str = "RandomApply";
-        let (items, rust, reprs) = transform_list(NAME, transforms)?;
+        let (items, rust, reprs) = transform_list(NAME, transforms, "")?;
         if items.is_empty() {
             return Err(PyValueError::new_err(format!(
                 "{NAME}: pass at least one transform"
