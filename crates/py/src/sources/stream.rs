@@ -409,12 +409,12 @@ impl StreamSource {
         state: &mut ReaderState,
     ) -> Option<PyResult<Py<PyAny>>> {
         if self.shuffle_buffer == 0 {
-            let item = self.next_of_rank(py, stream, state)?;
+            let item = state.next_of_rank(py, stream.shard)?;
             state.emitted += 1;
             return Some(item);
         }
         while !state.ended && state.buffer.len() < self.shuffle_buffer {
-            match self.next_of_rank(py, stream, state) {
+            match state.next_of_rank(py, stream.shard) {
                 Some(item) => state.buffer.push(item),
                 None => break,
             }
@@ -426,19 +426,19 @@ impl StreamSource {
         state.emitted += 1;
         Some(state.buffer.swap_remove(usize::try_from(pick).unwrap_or(0)))
     }
+}
 
-    /// This rank's next item: of each complete round of `world_size` items of the stream, the
-    /// one at `rank`. An incomplete last round ends the stream on every rank alike.
+impl ReaderState {
+    /// This rank's next item: of each complete round of `world` items of the stream, the one
+    /// at `rank`. An incomplete last round ends the stream on every rank alike.
     fn next_of_rank(
-        &self,
+        &mut self,
         py: Python<'_>,
-        stream: &EpochStream,
-        state: &mut ReaderState,
+        (rank, world): (u64, u64),
     ) -> Option<PyResult<Py<PyAny>>> {
-        let (rank, world) = stream.shard;
         let mut mine = None;
         for place in 0..world {
-            let item = self.next_raw(py, state)?;
+            let item = self.next_raw(py)?;
             if place == rank {
                 mine = Some(item);
             }
@@ -447,14 +447,14 @@ impl StreamSource {
     }
 
     /// The next item of the iterator: None at `StopIteration` (and ever after).
-    fn next_raw(&self, py: Python<'_>, state: &mut ReaderState) -> Option<PyResult<Py<PyAny>>> {
-        if state.ended {
+    fn next_raw(&mut self, py: Python<'_>) -> Option<PyResult<Py<PyAny>>> {
+        if self.ended {
             return None;
         }
-        let next = state.iter.as_ref()?.bind(py).clone().next();
+        let next = self.iter.as_ref()?.bind(py).clone().next();
         match next {
             None => {
-                state.ended = true;
+                self.ended = true;
                 None
             }
             Some(Ok(item)) => Some(Ok(item.unbind())),
