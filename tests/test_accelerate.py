@@ -103,6 +103,20 @@ def test_the_standard_prepare_syncs_as_with_torchs_loader():
     assert sync_steps(lambda: PyDataloader(Ten(), batch_size=2, shuffle=True, collate_fn=torch.stack)) == theirs
 
 
+class TenStream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return (torch.tensor([float(i)]) for i in range(10))
+
+
+def test_a_stream_syncs_at_its_last_batch_as_torchs_loader_does():
+    # A stream's epoch has no length: its last batch is known one batch ahead, as Accelerate's
+    # own loaders find it.
+    theirs = sync_steps(lambda: torch.utils.data.DataLoader(TenStream(), batch_size=4))
+    assert theirs == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    mine = PyDataloader(TenStream(), batch_size=4, collate_fn=torch.stack, num_workers=2)
+    assert sync_steps(lambda: mine) == theirs
+
+
 def test_the_gradient_state_sees_the_last_batch_and_forgets_an_abandoned_epoch(accelerator):
     state = accelerator.gradient_state
     mine = PyDataloader(Ten(), batch_size=4, collate_fn=torch.stack)

@@ -153,3 +153,26 @@ def test_fabric_setup_dataloaders_refuses_ours_and_our_helper_does_its_work():
     reference.set_epoch(1)
     assert epochs[1] == [x.tolist() for x, _ in reference]
     assert all(x.device == fabric.device for x, _ in val)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """A stream that splits itself by worker, as torch's worker processes expect."""
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        ids = range(24) if info is None else range(info.id, 24, info.num_workers)
+        for i in ids:
+            yield torch.tensor(i), torch.tensor(-1 if info is None else info.id)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize("readers", ["one", "per_worker"])
+def test_fit_on_a_stream(readers):
+    model = Model()
+    t = trainer(max_epochs=2)
+    train = PyDataloader(Stream(), batch_size=4, num_workers=2, collate_fn=collate, stream_readers=readers)
+    t.fit(model, train)
+    # Each epoch sees every item once, whatever the readers.
+    assert sorted(model.seen["train"]) == sorted(list(range(24)) * 2)
+    assert t.global_step == 12
+    assert model.workers == ({-1} if readers == "one" else {0, 1})

@@ -33,18 +33,29 @@ class _Marker:
         self.remainder = -1
 
 
+#: No batch taken ahead yet; the epoch ended after the batch handed out.
+_NOTHING = object()
+_END = object()
+
+
 class EpochInGradientState:
     """An epoch's iterator that tells Accelerate's gradient state where the epoch ends: it is
     the state's active loader from its first batch to its end, and ``end_of_dataloader`` is
     true from the moment the last batch is handed out (as in Accelerate's ``DataLoaderShard``)."""
 
-    __slots__ = ("_batches", "_marker", "_registered", "_state")
+    __slots__ = ("_ahead", "_batches", "_marker", "_registered", "_sized", "_state")
 
     def __init__(self, batches: Any, state: Any) -> None:
         self._batches = batches
         self._state = state
         self._marker = _Marker()
         self._registered = False
+        try:
+            len(batches)
+            self._sized = True
+        except TypeError:  # a stream's epoch: its end shows one batch ahead, as Accelerate finds it
+            self._sized = False
+        self._ahead: Any = _NOTHING
 
     def __iter__(self) -> EpochInGradientState:
         return self
@@ -55,15 +66,39 @@ class EpochInGradientState:
                 raise StopIteration
             self._state._add_dataloader(self._marker)
             self._registered = True
+        if not self._sized:
+            return self._next_ahead()
         try:
             batch = next(self._batches)
         except StopIteration:
-            self._marker.end_of_dataloader = True
-            self._leave()
+            self._end()
             raise
         if len(self._batches) == 0:
             self._marker.end_of_dataloader = True
         return batch
+
+    def _next_ahead(self) -> Any:
+        """The next batch, with the one after it taken already: the last is known as last."""
+        batch = self._ahead
+        if batch is _NOTHING:
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                self._end()
+                raise
+        elif batch is _END:
+            self._end()
+            raise StopIteration
+        try:
+            self._ahead = next(self._batches)
+        except StopIteration:
+            self._ahead = _END
+            self._marker.end_of_dataloader = True
+        return batch
+
+    def _end(self) -> None:
+        self._marker.end_of_dataloader = True
+        self._leave()
 
     @property
     def end_of_dataloader(self) -> bool:
