@@ -87,6 +87,17 @@ def test_requests_in_flight_are_num_workers_times_item_concurrency(http_server_f
     assert 8 < server.max_in_flight <= 16
 
 
+def test_by_default_one_batch_may_use_the_loaders_whole_budget(http_server_factory):
+    # num_workers x item_concurrency = 8 slots, earliest batch first: an epoch of one batch
+    # fetches 8 items at once, not item_concurrency's 4.
+    server = http_server_factory(delay=0.2)
+    ds = HttpDataset([server.item_url(i) for i in range(16)])
+    loader = PyDataloader(ds, batch_size=16, num_workers=2, item_concurrency=4)
+    assert loader.items_in_flight is None
+    assert [x for b in loader for x in b] == [item_body(i) for i in range(16)]
+    assert server.max_in_flight == 8
+
+
 def test_items_in_flight_bounds_the_requests_of_all_batches_in_flight(http_server_factory):
     server = http_server_factory(delay=0.2)
     ds = HttpDataset([server.item_url(i) for i in range(48)])

@@ -556,8 +556,17 @@ impl Loader {
                 {
                     return Err(crate::pipeline::tar_needs_a_member());
                 }
-                let item_concurrency = common.item_concurrency;
-                let items_in_flight = spec.items_in_flight;
+                // Without `items_in_flight`, the loader's total (`num_workers ×
+                // item_concurrency`) is one budget, earliest batch first, that any batch may
+                // use whole: a layout is then as fast as any other with the same total.
+                let (item_concurrency, items_in_flight) = match spec.items_in_flight {
+                    Some(n) => (common.item_concurrency, n),
+                    None => {
+                        let total = common.rust_items_in_flight();
+                        (total, total)
+                    }
+                };
+                let items_in_flight = Some(items_in_flight);
                 Self::over_futures(
                     py,
                     &common,

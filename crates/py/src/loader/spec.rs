@@ -103,6 +103,14 @@ impl Common {
         }
     }
 
+    /// The items a Rust dataset fetches at once by default, across the batches in flight:
+    /// `num_workers × item_concurrency` (at least one worker).
+    pub fn rust_items_in_flight(&self) -> usize {
+        self.num_workers
+            .max(1)
+            .saturating_mul(self.item_concurrency)
+    }
+
     /// The threads of the transform pool of an async or Rust dataset:
     /// `num_workers × item_concurrency`, at most the CPUs available.
     pub fn transform_threads(&self) -> usize {
