@@ -107,6 +107,15 @@ def test_items_in_flight_are_num_workers_times_item_concurrency():
     assert ds.peak == 8
 
 
+def test_one_batch_may_use_the_loaders_whole_budget_earliest_first():
+    # num_workers x item_concurrency = 8 slots shared by the batches in flight: an epoch of one
+    # batch of 8 fetches all 8 at once, not item_concurrency's 4.
+    ds = Crowd(8, crowd=8)
+    loader = PyDataloader(ds, batch_size=8, num_workers=2, item_concurrency=4, timeout=15)
+    assert [x for b in loader for x in b] == [i * i for i in range(8)]
+    assert ds.peak == 8
+
+
 class Gathered(PyAsyncDataset[int]):
     """Every item waits at a barrier of `parties`: a batch passes only when that many items of
     it are in flight at once."""
@@ -452,3 +461,32 @@ def test_ctrl_c_interrupts_a_stalled_coroutine(sigint_raises):
     assert ds.cancelled == set()  # the batch goes on; dropping the iterator cancels it
     del it
     assert wait_until(lambda: ds.cancelled == {2, 3})
+
+
+def test_slots_go_to_the_earliest_batch_first_and_skip_cancelled_waiters():
+    from dataloader_rs._aio import Slots
+
+    async def run() -> list[tuple[int, int, int]]:
+        slots = Slots(1)
+        order: list[tuple[int, int, int]] = []
+        await slots.acquire((0, 0, 0))  # the one slot, taken
+
+        async def item(key: tuple[int, int, int]) -> None:
+            await slots.acquire(key)
+            order.append(key)
+            slots.release()
+
+        later = [asyncio.ensure_future(item((0, 2, p))) for p in range(2)]
+        await asyncio.sleep(0)
+        cancelled = asyncio.ensure_future(item((0, 0, 5)))
+        earlier = asyncio.ensure_future(item((0, 1, 0)))
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        slots.release()
+        await asyncio.gather(earlier, *later)
+        assert slots.free == 1
+        return order
+
+    # Batch 1 came after batch 2's items but is served first; the cancelled waiter never is.
+    assert asyncio.run(run()) == [(0, 1, 0), (0, 2, 0), (0, 2, 1)]

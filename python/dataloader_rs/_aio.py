@@ -1,5 +1,6 @@
 """The asyncio side of ``PyAsyncDataset``: the loader's event loop on a background thread, and the
-coroutine that fetches one batch ``item_concurrency`` items at a time.
+coroutine that fetches one batch, its items taking the loader's ``items_in_flight`` slots
+(``num_workers * item_concurrency``) earliest batch first.
 
 The Rust worker that loads a batch calls :meth:`EventLoop.submit` once per batch and receives each
 item through ``deliver(pos, value, failed)`` as it arrives (``deliver.started(pos)`` tells it
@@ -13,6 +14,8 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import heapq
+import itertools
 import logging
 import os
 import threading
@@ -47,16 +50,54 @@ class Deliver(Protocol):
 _live: weakref.WeakSet[EventLoop] = weakref.WeakSet()
 
 
+class Slots:
+    """The items fetched at once across a loader's batches, granted earliest first: by epoch,
+    batch, then position. A batch may take every slot; the next one starts on those the earlier
+    one leaves. Used on the loop's own thread only (no lock)."""
+
+    def __init__(self, slots: int) -> None:
+        self.free = max(1, slots)
+        self._waiting: list[tuple[tuple[int, int, int], int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
+
+    async def acquire(self, key: tuple[int, int, int]) -> None:
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+            return
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (key, next(self._arrivals), granted))
+        self._grant()
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self.release()  # granted as it was cancelled: hand the slot on
+            raise
+
+    def release(self) -> None:
+        self.free += 1
+        self._grant()
+
+    def _grant(self) -> None:
+        while self.free > 0 and self._waiting:
+            _, _, granted = heapq.heappop(self._waiting)
+            if not granted.done():  # a cancelled waiter is passed over
+                self.free -= 1
+                granted.set_result(None)
+
+
 async def load_batch(
     getitem: Callable[[int], Awaitable[Any]],
     getitems: Callable[[list[int]], Awaitable[Iterable[Any]]] | None,
     indices: list[int],
-    concurrency: int,
+    slots: Slots,
+    batch: tuple[int, int],
     deliver: Deliver,
 ) -> None:
-    """Fetches the items of ``indices``, at most ``concurrency`` at once (or all with one
-    ``__getitems__`` call), and hands each to ``deliver`` as it arrives; a failure is delivered
-    as the exception object and stops the batch."""
+    """Fetches the items of ``indices``, each in one of the loader's ``slots`` (granted to the
+    earliest ``batch`` first), or all with one ``__getitems__`` call, and hands each to
+    ``deliver`` as it arrives; a failure is delivered as the exception object and stops the
+    batch."""
     try:
         if getitems is not None:
             deliver.started(None)
@@ -73,9 +114,10 @@ async def load_batch(
         todo = iter(enumerate(indices))
         failed = False
 
-        async def worker() -> None:
+        async def fetch(pos: int, index: int) -> None:
             nonlocal failed
-            for pos, index in todo:
+            await slots.acquire((*batch, pos))
+            try:
                 if failed:
                     return
                 deliver.started(pos)
@@ -84,13 +126,14 @@ async def load_batch(
                 except asyncio.CancelledError:
                     raise
                 except BaseException as exc:  # the consumer gets it, whatever it is
-                    if deliver(pos, exc, True):
-                        continue  # skipped
-                    failed = True
+                    if not deliver(pos, exc, True):  # not skipped: the batch stops
+                        failed = True
                     return
                 deliver(pos, sample, False)
+            finally:
+                slots.release()
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(indices)))))
+        await asyncio.gather(*(fetch(pos, index) for pos, index in todo))
     except asyncio.CancelledError:
         deliver(None, RuntimeError("the batch was cancelled"), True)
         raise
@@ -115,6 +158,7 @@ class EventLoop:
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
+        self._slots: Slots | None = None
         self._loop, self._thread = self._start()
         _live.add(self)
 
@@ -151,18 +195,24 @@ class EventLoop:
         getitem: Callable[[int], Awaitable[Any]],
         getitems: Callable[[list[int]], Awaitable[Iterable[Any]]] | None,
         indices: list[int],
-        concurrency: int,
+        items_in_flight: int,
+        batch: tuple[int, int],
         deliver: Deliver,
     ) -> concurrent.futures.Future[None]:
-        """Starts one batch on the loop; cancelling the returned future cancels its coroutines."""
+        """Starts one batch on the loop; cancelling the returned future cancels its coroutines.
+        ``batch`` (the epoch's id, the batch's number) is its place in the line for the
+        loader's ``items_in_flight`` slots."""
         with self._lock:  # not while close() stops the loop: the batch would never start
             if self._closed:
                 raise RuntimeError("the loader's event loop is closed")
             if self._pid != os.getpid():  # a forked child: the parent's thread is not here
                 self._loop, self._thread = self._start()
                 self._pid = os.getpid()
+                self._slots = None  # its waiters were the parent's
+            if self._slots is None:  # made once: the loader's budget does not change
+                self._slots = Slots(items_in_flight)
             return asyncio.run_coroutine_threadsafe(
-                load_batch(getitem, getitems, indices, concurrency, deliver), self._loop
+                load_batch(getitem, getitems, indices, self._slots, batch, deliver), self._loop
             )
 
     async def _shutdown(self) -> None:

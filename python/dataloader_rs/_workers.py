@@ -64,8 +64,10 @@ def answer_torch_worker_info() -> None:
     torchs = torch_data.get_worker_info
 
     def torch_get_worker_info() -> Any:
-        ours = get_worker_info()
-        return ours if ours is not None else torchs()
+        # torch's first: in its worker processes (forked while our threads ran) nothing of
+        # ours is called, so no lock a parent's thread held at the fork is ever waited on.
+        theirs = torchs()
+        return theirs if theirs is not None else get_worker_info()
 
     torch_get_worker_info._dataloader_rs = True  # type: ignore[attr-defined]
     torch_get_worker_info.__doc__ = torchs.__doc__

@@ -562,7 +562,7 @@ impl Loader {
                 let (item_concurrency, items_in_flight) = match spec.items_in_flight {
                     Some(n) => (common.item_concurrency, n),
                     None => {
-                        let total = common.rust_items_in_flight();
+                        let total = common.items_in_flight();
                         (total, total)
                     }
                 };
@@ -593,6 +593,7 @@ impl Loader {
             } => {
                 let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
                 let item_concurrency = common.item_concurrency.max(1);
+                let items_in_flight = common.items_in_flight();
                 // One `__getitems__` call per batch only when the items go one at a time.
                 let getitems = getitems.filter(|_| item_concurrency == 1);
                 Self::over_futures(
@@ -606,7 +607,7 @@ impl Loader {
                             event_loop,
                             getitem,
                             getitems,
-                            item_concurrency,
+                            items_in_flight,
                             runtime,
                             stage: Stage::new(pipeline, threads),
                         })

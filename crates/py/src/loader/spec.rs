@@ -103,9 +103,9 @@ impl Common {
         }
     }
 
-    /// The items a Rust dataset fetches at once by default, across the batches in flight:
-    /// `num_workers × item_concurrency` (at least one worker).
-    pub fn rust_items_in_flight(&self) -> usize {
+    /// The items a Rust or async dataset fetches at once by default, across the batches in
+    /// flight: `num_workers × item_concurrency` (at least one worker).
+    pub fn items_in_flight(&self) -> usize {
         self.num_workers
             .max(1)
             .saturating_mul(self.item_concurrency)

@@ -1,5 +1,6 @@
 //! A `PyAsyncDataset` as a core source: the batch is one coroutine on the loader's asyncio event
-//! loop (`python/dataloader_rs/_aio.py` runs `item_concurrency` items at a time); each item is
+//! loop (`python/dataloader_rs/_aio.py` runs the items, the loader's `items_in_flight` at a time
+//! across its batches, the earliest batch first); each item is
 //! handed back to Rust as it arrives and transformed on the loader's pool, then the batch is
 //! collated. The worker waits without the interpreter; an abandoned batch cancels its coroutine.
 
@@ -126,7 +127,9 @@ pub struct AsyncSource {
     pub getitem: Py<PyAny>,
     /// `__getitems__`, given only when `item_concurrency` is 1.
     pub getitems: Option<Py<PyAny>>,
-    pub item_concurrency: usize,
+    /// The items fetched at once across the batches in flight, the earliest batch first; any
+    /// batch may take them all (`_aio.Slots`).
+    pub items_in_flight: usize,
     pub runtime: Arc<Runtime>,
     pub stage: Stage,
 }
@@ -180,7 +183,8 @@ impl AsyncSource {
                             .filter(|_| !skipping)
                             .map(|g| g.clone_ref(py)),
                         PyList::new(py, indices)?,
-                        self.item_concurrency,
+                        self.items_in_flight,
+                        (ctx.epoch_id(), ctx.batch_number()),
                         Deliver::new(tx, stats, indices.len(), skipping),
                     ),
                 )
