@@ -18,7 +18,13 @@
 //! - `bench plot`: the figures (`docs/bench/*.png`) drawn again from `benches/results/`.
 //! - `fuzz [seconds]`: every cargo-fuzz target (the decoders, the tar parser) for a bounded time
 //!   from its seed corpus; `ci` replays each one's seeds (`0`).
+//! - `package`: `cargo publish --dry-run` of the library crates, then a crate outside the
+//!   workspace built from their `.crate` files runs an epoch.
+//! - `wheels [--quick] [--profile P]`: manylinux wheels (abi3 for the GIL builds, 3.13t, 3.14t)
+//!   and the sdist, audited and tried in fresh venvs without Rust; the figures in
+//!   `target/wheels/<profile>/report.md`.
 
+mod release;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -489,9 +495,11 @@ fn main() -> Result<()> {
             run(Command::new(&python).arg("examples/quickstart.py"))
         }
         "bench" => bench(rest),
+        "package" => release::package(),
+        "wheels" => release::wheels(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | test | model | rust-examples | py-test | python-ft | lint | demo | bench | fuzz> [args]"
+                "usage: cargo xtask <ci | test | model | rust-examples | py-test | python-ft | lint | demo | bench | fuzz | package | wheels> [args]"
             );
             if cmd == "help" {
                 Ok(())
