@@ -4,7 +4,8 @@
 //!   the model checks, a short run of every fuzz target, ruff
 //!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
 //!   extension), pytest, the parity files under each of torch's CPU kernel sets and with our SIMD
-//!   off; then the same pytest suite on free-threaded CPython 3.13t and 3.14t.
+//!   off; then the same pytest suite on free-threaded CPython 3.13t and 3.14t; then the release's
+//!   short form: `package`, then `wheels --quick` (the abi3 wheel on 3.11, the 3.14t wheel).
 //! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
 //! - `rust-examples`: the Rust programs of `examples/rust` (a package outside the workspace):
 //!   clippy, their tests, every example run.
@@ -477,7 +478,10 @@ fn main() -> Result<()> {
             parity_everywhere(&python)?;
             FREE_THREADED
                 .iter()
-                .try_for_each(|v| python_ft(&python, v, rest))
+                .try_for_each(|v| python_ft(&python, v, rest))?;
+            release::package()?;
+            // The `wheel` profile, as released: cold, it takes about as long as `release` here.
+            release::wheels(&["--quick".to_owned()])
         }
         "test" => {
             cargo(&["test", "--workspace", "--quiet"])?;

@@ -319,7 +319,17 @@ fn try_wheel(python: &Path, wheel: &Path, work: &Path) -> Result<f64> {
         .args(["-m", "pip", "install", "-q", "--no-deps", "--no-index"])
         .arg(wheel))?;
     let install_s = started.elapsed().as_secs_f64();
-    run(bare(&py).args(["-m", "pip", "install", "-q", "numpy"]))?;
+    // scripts/python-ft.sh's pin, wheels only: NumPy 2.5 has no cp313t wheel, and building it
+    // from source takes many minutes.
+    run(bare(&py).args([
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--only-binary",
+        "numpy",
+        "numpy==2.4.*",
+    ]))?;
     run(bare(&py).args(["-c", IMPORT_CHECK]))?;
     run(bare(&py).arg(root().join("examples/quickstart.py")))?;
     run(bare(&venv.join("bin/dlrs")).arg("--version"))?;
