@@ -4,7 +4,8 @@
 //!   the model checks, a short run of every fuzz target, ruff
 //!   and mypy, the Python package built into a venv, stubtest (the stubs against the built
 //!   extension), pytest, the parity files under each of torch's CPU kernel sets and with our SIMD
-//!   off; then the same pytest suite on free-threaded CPython 3.13t and 3.14t.
+//!   off; then the same pytest suite on free-threaded CPython 3.13t and 3.14t; then the release's
+//!   short form: `package`, then `wheels --quick` (the abi3 wheel on 3.11, the 3.14t wheel).
 //! - `model`: dlrs-core's model-checked tests (the epoch ring and the pool's lot under shuttle).
 //! - `rust-examples`: the Rust programs of `examples/rust` (a package outside the workspace):
 //!   clippy, their tests, every example run.
@@ -18,7 +19,13 @@
 //! - `bench plot`: the figures (`docs/bench/*.png`) drawn again from `benches/results/`.
 //! - `fuzz [seconds]`: every cargo-fuzz target (the decoders, the tar parser) for a bounded time
 //!   from its seed corpus (`0`: replay the seeds only); `ci` explores for `CI_FUZZ_SECONDS` each.
+//! - `package`: `cargo publish --dry-run` of the library crates, then a crate outside the
+//!   workspace built from their `.crate` files runs an epoch.
+//! - `wheels [--quick] [--profile P]`: manylinux wheels (abi3 for the GIL builds, 3.13t, 3.14t)
+//!   and the sdist, audited and tried in fresh venvs without Rust; the figures in
+//!   `target/wheels/<profile>/report.md`.
 
+mod release;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -475,7 +482,10 @@ fn main() -> Result<()> {
             parity_everywhere(&python)?;
             FREE_THREADED
                 .iter()
-                .try_for_each(|v| python_ft(&python, v, rest))
+                .try_for_each(|v| python_ft(&python, v, rest))?;
+            release::package()?;
+            // The `wheel` profile, as released: cold, it takes about as long as `release` here.
+            release::wheels(&["--quick".to_owned()])
         }
         "test" => {
             cargo(&["test", "--workspace", "--quiet"])?;
@@ -493,9 +503,11 @@ fn main() -> Result<()> {
             run(Command::new(&python).arg("examples/quickstart.py"))
         }
         "bench" => bench(rest),
+        "package" => release::package(),
+        "wheels" => release::wheels(rest),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | test | model | rust-examples | py-test | python-ft | lint | demo | bench | fuzz> [args]"
+                "usage: cargo xtask <ci | test | model | rust-examples | py-test | python-ft | lint | demo | bench | fuzz | package | wheels> [args]"
             );
             if cmd == "help" {
                 Ok(())
