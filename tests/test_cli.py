@@ -122,6 +122,21 @@ def test_version_is_the_packages_and_names_the_interpreter(gil: str | None) -> N
     assert result.stdout == f"dlrs {package} ({interpreter(gil is not None)})\n"
 
 
+def test_importing_the_package_leaves_asyncio_to_the_async_loaders() -> None:
+    # Every `dlrs` run imports the package first; asyncio was half of that import's time.
+    code = (
+        "import sys, dataloader_rs\n"
+        "before = 'asyncio' in sys.modules\n"
+        "class A(dataloader_rs.PyAsyncDataset):\n"
+        "    def __len__(self): return 2\n"
+        "    async def __getitem__(self, i): return i\n"
+        "print(before, list(dataloader_rs.PyDataloader(A(), batch_size=2)), 'asyncio' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == "False [[0, 1]] True\n"
+
+
 def test_cli_main_returns_the_status(capfd: pytest.CaptureFixture[str]) -> None:
     assert _native.cli_main(["dlrs", "--version"]) == 0
     gil_on = bool(sysconfig.get_config_var("Py_GIL_DISABLED")) and getattr(sys, "_is_gil_enabled", bool)()

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
-from dataloader_rs import _aio, _native
+from dataloader_rs import _native
 from dataloader_rs._accelerate_state import in_gradient_state, route_skip_first_batches
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset, PyIterableDataset
 from dataloader_rs._errors import Failure
@@ -604,7 +604,10 @@ class PyDataloader(Generic[B]):
         }
         if is_async:
             # The loop is closed (aclose awaited) by the native loader once it and its
-            # iterators are gone.
+            # iterators are gone. `_aio` (and asyncio, half of this package's import time) is
+            # imported only by the loaders that need it.
+            from dataloader_rs import _aio
+
             event_loop = _aio.EventLoop(getattr(dataset, "aclose", None), type(dataset).__name__)
             try:
                 self._native = _native.Loader(
