@@ -5,6 +5,9 @@
 //! final file exists and fetches the others again from the start (a leftover `.part` file is
 //! replaced). No link inside the output directory is followed: a link in a part file's place
 //! or at a final name is replaced, a linked subdirectory fails the item. Up to `--concurrency` fetches are in flight; each is retried by its dataset.
+//!
+//! One thread writes the files, in turn: on a disk, writes from many threads into one directory
+//! contend for it and take longer than the same writes one after another.
 
 pub mod names;
 pub mod source;
@@ -16,8 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use bytes::Bytes;
 use dlrs_io::{Dataset, Runtime};
 use futures::StreamExt;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::args::PrefetchArgs;
 use crate::progress::Progress;
@@ -91,22 +96,33 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
         let out = &args.out;
         // The items are named as the fetches go: nothing is kept per item but what is in flight.
         let todo = std::iter::once(first).chain(pending.by_ref());
-        let outcomes = runtime.block_on(
-            futures::stream::iter(todo)
-                .map(|(index, path)| {
-                    let dataset = Arc::clone(&dataset);
-                    let out = out.clone();
-                    tokio::spawn(
-                        async move { (index, fetch_one(&*dataset, index, out, path).await) },
-                    )
-                })
-                .buffer_unordered(concurrency)
-                .map(|joined| {
-                    progress.inc(1);
-                    joined
-                })
-                .collect::<Vec<_>>(),
-        )?;
+        let (writes, mut to_write) = mpsc::channel::<Write>(concurrency.max(1));
+        let outcomes = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                while let Some(w) = to_write.blocking_recv() {
+                    let _ = w.done.send(write_item(&w.out, &w.path, &w.bytes));
+                }
+            });
+            // The writer ends once every sender is gone: the tasks' and this one.
+            let writes = writes;
+            runtime.block_on(
+                futures::stream::iter(todo)
+                    .map(|(index, path)| {
+                        let dataset = Arc::clone(&dataset);
+                        let (out, writes) = (out.clone(), writes.clone());
+                        tokio::spawn(async move {
+                            let fetched = fetch_one(&*dataset, index, out, path, writes).await;
+                            (index, fetched)
+                        })
+                    })
+                    .buffer_unordered(concurrency)
+                    .map(|joined| {
+                        progress.inc(1);
+                        joined
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })?;
         for outcome in outcomes {
             match outcome {
                 Ok((_, Ok(bytes))) => {
@@ -233,18 +249,38 @@ where
 
 /// Fetches item `index` and writes it to `path` (under `out`) through `path.part`; the number
 /// of bytes.
+/// An item for the writer thread, and where to say how its write went.
+struct Write {
+    out: PathBuf,
+    path: PathBuf,
+    bytes: Bytes,
+    done: oneshot::Sender<std::io::Result<()>>,
+}
+
 async fn fetch_one(
     dataset: &dyn Dataset,
     index: u64,
     out: PathBuf,
     path: PathBuf,
+    writes: mpsc::Sender<Write>,
 ) -> Result<u64, String> {
     let bytes = dataset.fetch(index).await.map_err(|e| e.to_string())?;
     let len = bytes.len() as u64;
     let shown = path.display().to_string();
-    let written = tokio::task::spawn_blocking(move || write_item(&out, &path, &bytes))
+    let (done, written) = oneshot::channel();
+    let gone = || std::io::Error::other("the writer thread stopped");
+    let written = match writes
+        .send(Write {
+            out,
+            path,
+            bytes,
+            done,
+        })
         .await
-        .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+    {
+        Ok(()) => written.await.unwrap_or_else(|_| Err(gone())),
+        Err(_) => Err(gone()),
+    };
     written.map_err(|e| format!("cannot write {shown}: {e}"))?;
     Ok(len)
 }
