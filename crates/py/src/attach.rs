@@ -194,14 +194,24 @@ pub fn try_attach<R>(f: impl for<'py> FnOnce(Python<'py>) -> R) -> Option<R> {
     Some(Python::attach(f))
 }
 
-/// Registered with `os.register_at_fork(after_in_child=...)` by the module: the threads the
-/// parent counted as attached, waiting or deleting do not exist in the child, whose exit must
-/// not wait for them.
-#[pyfunction]
-pub fn forked_child() {
+/// Registered with `pthread_atfork` by the module ([`forget_threads_in_forked_children`]): the
+/// threads the parent counted as attached, waiting or deleting do not exist in the child, whose
+/// exit must not wait for them. Not a Python callable (`os.register_at_fork`): entering PyO3 in
+/// the child takes its pool of deferred reference drops, whose lock a thread of the parent may
+/// have held at the fork, and would hang every child forked then (torch's worker processes).
+extern "C" fn forked_child() {
     ATTACHED.store(0, Ordering::SeqCst);
     crate::seam::forget_waiting();
     DELETING.store(0, Ordering::SeqCst);
+}
+
+/// Makes every forked child forget the parent's threads ([`forked_child`]); false if the
+/// handler could not be registered (out of memory).
+pub fn forget_threads_in_forked_children() -> bool {
+    static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // SAFETY: registering a fork handler has no precondition; the handler only stores to
+    // atomics, which is async-signal-safe, as a handler that runs in a forked child must be.
+    *REGISTERED.get_or_init(|| unsafe { libc::pthread_atfork(None, None, Some(forked_child)) } == 0)
 }
 
 /// Registered with `atexit` by the module: the interpreter is shutting down. From now on the

@@ -63,11 +63,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.py()
         .import("atexit")?
         .call_method1("register", (exiting,))?;
-    let forked = wrap_pyfunction!(attach::forked_child, m)?;
-    let kwargs = pyo3::types::PyDict::new(m.py());
-    kwargs.set_item("after_in_child", forked)?;
-    m.py()
-        .import("os")?
-        .call_method("register_at_fork", (), Some(&kwargs))?;
+    if !attach::forget_threads_in_forked_children() {
+        return Err(pyo3::exceptions::PyMemoryError::new_err(
+            "cannot register dataloader-rs's fork handler",
+        ));
+    }
     Ok(())
 }
