@@ -9,10 +9,7 @@
 //! item, this one hits on the same fraction of items every epoch.
 //!
 //! Each entry is written to a temporary file and renamed into place, so a reader sees a whole
-//! entry or none. A miss is handed on before its entry is written: the write runs behind it on
-//! the blocking pool (up to [`WRITE_BEHIND_BYTES`] at a time; beyond that a miss waits for its
-//! own write), and a read of an entry still being written is served from memory. The counters,
-//! and the process's exit, wait for those writes ([`writes_behind`]). Its header holds a second hash of the key, the payload's length and its
+//! entry or none. Its header holds a second hash of the key, the payload's length and its
 //! CRC-32: a truncated or corrupt entry is removed and read again from the source. Processes
 //! sharing a directory learn each other's entries by listing it again (at most once a
 //! second, when they write). A write that fails (a full disk, a read-only directory) stops
@@ -25,12 +22,12 @@
 //! further; anything else is a broken entry, removed and fetched again. Temporary files are
 //! created new, never opened through what is already there.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -57,19 +54,6 @@ const RESCAN: Duration = Duration::from_secs(1);
 
 /// Temporary files older than this are left over by a process that died; they are removed.
 const STALE_TEMP: Duration = Duration::from_secs(600);
-
-/// The bytes of entries a cache writes behind the misses that fetched them, at most: past
-/// this, a miss waits for its own write, so a disk slower than the source bounds the memory.
-pub const WRITE_BEHIND_BYTES: usize = 64 << 20;
-
-/// Writes behind misses not finished yet, in every cache of the process.
-static BEHIND: AtomicU64 = AtomicU64::new(0);
-
-/// How many entries are being written behind the misses that fetched them, in every cache of
-/// the process: the interpreter's exit waits (a bounded time) for none.
-pub fn writes_behind() -> u64 {
-    BEHIND.load(Ordering::SeqCst)
-}
 
 /// Names tried for one temporary file: a name taken (by a planted file) moves on to the next.
 const TEMP_TRIES: u32 = 8;
@@ -175,32 +159,6 @@ pub struct Cache {
     writes_off: AtomicBool,
     temp_names: AtomicU64,
     counters: Counters,
-    behind: Mutex<Behind>,
-    written_behind: Condvar,
-}
-
-/// An entry written behind its miss: when dropped, it is no longer being written.
-struct WrittenBehind {
-    cache: Arc<Cache>,
-    rank: u64,
-    len: usize,
-}
-
-impl Drop for WrittenBehind {
-    fn drop(&mut self) {
-        let mut behind = lock(&self.cache.behind);
-        behind.bodies.remove(&self.rank);
-        behind.bytes -= self.len;
-        BEHIND.fetch_sub(1, Ordering::SeqCst);
-        self.cache.written_behind.notify_all();
-    }
-}
-
-/// The entries being written behind their misses: rank → (key check, body), and their bytes.
-#[derive(Debug, Default)]
-struct Behind {
-    bodies: HashMap<u64, (u64, Bytes)>,
-    bytes: usize,
 }
 
 impl Cache {
@@ -227,8 +185,6 @@ impl Cache {
             writes_off: AtomicBool::new(false),
             temp_names: AtomicU64::new(0),
             counters: Counters::default(),
-            behind: Mutex::new(Behind::default()),
-            written_behind: Condvar::new(),
         };
         cache.remove_stale_temps();
         cache.rescan();
@@ -245,9 +201,8 @@ impl Cache {
         self.budget
     }
 
-    /// The counters once the writes behind misses are done (blocking).
+    /// The counters now.
     pub fn snapshot(&self) -> CacheSnapshot {
-        self.wait_for_writes();
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         CacheSnapshot {
@@ -268,15 +223,9 @@ impl Cache {
             .join(format!("{rank:016x}"))
     }
 
-    /// Reads the entry of `key`, if it is there and whole (blocking); an entry still being
-    /// written behind its miss is read from memory.
+    /// Reads the entry of `key`, if it is there and whole (blocking).
     pub fn get(&self, key: CacheKey) -> Option<Bytes> {
-        let pending = lock(&self.behind)
-            .bodies
-            .get(&key.rank)
-            .filter(|(check, _)| *check == key.check)
-            .map(|(_, body)| body.clone());
-        let found = pending.or_else(|| self.read(key));
+        let found = self.read(key);
         let counter = if found.is_some() {
             &self.counters.hits
         } else {
@@ -348,53 +297,6 @@ impl Cache {
                 lock(&self.known).remove(key.rank);
                 self.stop_writing(&e);
             }
-        }
-    }
-
-    /// Writes `body` as the entry of `key` behind the caller, on tokio's blocking pool, unless
-    /// [`WRITE_BEHIND_BYTES`] are being written behind already (or this rank is): then it
-    /// waits for the write. Call from a task on a tokio runtime.
-    pub async fn put_behind(self: &Arc<Self>, key: CacheKey, body: Bytes) {
-        if self.writes_off.load(Ordering::Relaxed) {
-            return;
-        }
-        let queued = {
-            let mut behind = lock(&self.behind);
-            let fits = behind.bytes.saturating_add(body.len()) <= WRITE_BEHIND_BYTES;
-            let queued = fits && !behind.bodies.contains_key(&key.rank);
-            if queued {
-                behind.bytes += body.len();
-                behind.bodies.insert(key.rank, (key.check, body.clone()));
-                BEHIND.fetch_add(1, Ordering::SeqCst);
-            }
-            queued
-        };
-        // Dropped when the write is done, or with the task if it never runs (a runtime shutting
-        // down): either way the entry stops counting as being written.
-        let done = queued.then(|| WrittenBehind {
-            cache: Arc::clone(self),
-            rank: key.rank,
-            len: body.len(),
-        });
-        let cache = Arc::clone(self);
-        let write = tokio::task::spawn_blocking(move || {
-            cache.put(key, &body);
-            drop(done);
-        });
-        if !queued {
-            // A failed write only leaves the item out of the cache.
-            let _ = write.await;
-        }
-    }
-
-    /// Waits until no entry of this cache is being written behind its miss.
-    pub fn wait_for_writes(&self) {
-        let mut behind = lock(&self.behind);
-        while !behind.bodies.is_empty() {
-            behind = self
-                .written_behind
-                .wait(behind)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
     }
 
@@ -700,7 +602,9 @@ impl Dataset for Cached {
                 return Ok(body);
             }
             let body = inner.fetch(index).await?;
-            cache.put_behind(key, body.clone()).await;
+            let copy = body.clone();
+            // A failed write only leaves the item out of the cache.
+            let _ = tokio::task::spawn_blocking(move || cache.put(key, &copy)).await;
             Ok(body)
         })
     }
@@ -758,87 +662,6 @@ mod tests {
         assert_eq!(again.snapshot().bytes, (HEADER + 1000) as u64);
         let s = cache.snapshot();
         assert_eq!((s.hits, s.misses, s.written), (1, 2, 1));
-    }
-
-    /// Items in memory, each with a cache key.
-    struct Bodies(Vec<Bytes>);
-
-    impl Dataset for Bodies {
-        fn len(&self) -> u64 {
-            self.0.len() as u64
-        }
-
-        fn fetch(&self, index: u64) -> BoxFuture<'static, Result<Bytes, Error>> {
-            let body = self.0[index as usize].clone();
-            Box::pin(async move { Ok(body) })
-        }
-
-        fn cache_key(&self, index: u64) -> Option<String> {
-            Some(format!("mem/{index}"))
-        }
-    }
-
-    #[test]
-    fn a_miss_is_handed_on_before_its_entry_is_written() {
-        let dir = TempDir::new();
-        let cache = Cache::open(&dir.0, None).unwrap();
-        let items = vec![Bytes::from(body(3, 5000)), Bytes::from(body(4, 7000))];
-        let cached = Cached::new(Arc::new(Bodies(items.clone())), cache.clone());
-        let runtime = crate::Runtime::new(Some(1)).unwrap();
-        let fetch = |i: u64| {
-            let run =
-                async { tokio::time::timeout(Duration::from_secs(60), cached.fetch(i)).await };
-            let done = runtime.block_on(run).unwrap();
-            done.expect("the miss waited for its write").unwrap()
-        };
-        // Every write stops at the budget's lock while this holds it.
-        let held = lock(&cache.known);
-        assert_eq!(fetch(0), items[0]);
-        assert_eq!(fetch(1), items[1]);
-        assert!(writes_behind() >= 1);
-        // Still being written: read from memory, the same bytes, as hits.
-        assert_eq!(cache.get(CacheKey::of("mem/1")).unwrap(), items[1]);
-        assert_eq!(fetch(0), items[0]);
-        assert_eq!(cache.counters.written.load(Ordering::Relaxed), 0);
-        drop(held);
-        // The counters wait for the writes; then the entries are on disk for any reader.
-        let s = cache.snapshot();
-        assert_eq!((s.hits, s.misses, s.written), (2, 2, 2));
-        let again = Cache::open(&dir.0, None).unwrap();
-        assert_eq!(again.get(CacheKey::of("mem/0")).unwrap(), items[0]);
-        assert_eq!(again.get(CacheKey::of("mem/1")).unwrap(), items[1]);
-        assert!(lock(&cache.behind).bodies.is_empty());
-    }
-
-    #[test]
-    fn past_the_write_behind_bound_a_miss_waits_for_its_write() {
-        let dir = TempDir::new();
-        let cache = Cache::open(&dir.0, None).unwrap();
-        let big = Bytes::from(vec![7u8; WRITE_BEHIND_BYTES + 1]);
-        let cached = Cached::new(Arc::new(Bodies(vec![big.clone()])), cache.clone());
-        let runtime = crate::Runtime::new(Some(1)).unwrap();
-        let held = lock(&cache.known);
-        // Not done while its write cannot finish (the lock is held for as long as this waits).
-        let waited = runtime
-            .block_on(async {
-                tokio::time::timeout(Duration::from_millis(300), cached.fetch(0)).await
-            })
-            .unwrap();
-        assert!(
-            waited.is_err(),
-            "a miss over the bound was handed on unwritten"
-        );
-        assert!(lock(&cache.behind).bodies.is_empty());
-        drop(held);
-        // The write the dropped fetch started goes on (not written behind: nothing waits for
-        // it but the disk).
-        let written = || cache.counters.written.load(Ordering::Relaxed);
-        let start = Instant::now();
-        while written() == 0 && start.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!((cache.snapshot().misses, written()), (1, 1));
-        assert_eq!(cache.get(CacheKey::of("mem/0")).unwrap(), big);
     }
 
     #[test]

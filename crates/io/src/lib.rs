@@ -64,7 +64,7 @@ mod tls;
 pub mod test_server;
 
 pub use budget::{Acquire, ItemBudget, Slot};
-pub use cache::{Cache, CacheKey, CacheSnapshot, Cached, WRITE_BEHIND_BYTES, writes_behind};
+pub use cache::{Cache, CacheKey, CacheSnapshot, Cached};
 pub use dataset::{DEFAULT_MAX_BYTES, Dataset, FetchOptions, fetch_many};
 pub use error::{Error, ErrorKind, RequestKind};
 #[cfg(feature = "file")]

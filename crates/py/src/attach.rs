@@ -218,8 +218,8 @@ pub fn forget_threads_in_forked_children() -> bool {
 /// loader's threads do not enter the interpreter, and no thread state is made or deleted by
 /// them. Every live epoch is abandoned, then this waits, with the interpreter released, at
 /// most [`EXIT_WAIT`] ([`INTERRUPT_WAIT`] after an uncaught `KeyboardInterrupt`), until no
-/// loader thread is attached, no Python thread waits on a loader (`seam::wait_on_loader`), the
-/// deletions under way are done and no cache entry is being written. A thread still attached then runs user code that did not
+/// loader thread is attached, no Python thread waits on a loader (`seam::wait_on_loader`) and the
+/// deletions under way are done. A thread still attached then runs user code that did not
 /// return: the process ends here, before finalization could abort it: by SIGINT after an
 /// uncaught `KeyboardInterrupt` (the status CPython gives it), else with status 1 and a
 /// message on stderr.
@@ -234,10 +234,8 @@ pub fn interpreter_exiting(py: Python<'_>) -> PyResult<()> {
         EXIT_WAIT
     };
     let attached = || ATTACHED.load(Ordering::SeqCst) + crate::seam::waiting();
-    // The caches' writes behind misses are waited for too: an entry not written at exit would
-    // be fetched again by the next run.
     crate::seam::wait_bounded(py, limit, || {
-        attached() > 0 || DELETING.load(Ordering::SeqCst) > 0 || dlrs_io::writes_behind() > 0
+        attached() > 0 || DELETING.load(Ordering::SeqCst) > 0
     });
     let attached = attached();
     if attached == 0 {

@@ -203,8 +203,7 @@ fn cache_stats<'py>(
     let Some(cache) = cache else {
         return Ok(None);
     };
-    // The counters wait for the writes behind misses: with the interpreter released.
-    let s = crate::seam::wait_on_loader(py, || cache.snapshot())?;
+    let s = cache.snapshot();
     let d = PyDict::new(py);
     d.set_item("hits", s.hits)?;
     d.set_item("misses", s.misses)?;
