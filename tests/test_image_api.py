@@ -39,6 +39,19 @@ def test_exports():
     assert {"Image", "ImageBatch", "ImageCollator", "transforms"} <= set(dataloader_rs.__all__)
 
 
+def test_every_transform_class_of_the_extension_is_exported():
+    # The extension's registration is the one list of transform classes: transforms.py (its
+    # imports and __all__, which ruff keeps equal), _native.pyi (stubtest) and this test follow it.
+    native = dataloader_rs._native
+    image_types = {native.Image, native.ImageBatch, native.ImageCollator}
+    registered = {
+        name
+        for name, obj in vars(native).items()
+        if isinstance(obj, type) and (issubclass(obj, native.Transform) or obj in image_types)
+    }
+    assert registered == set(T.__all__)
+
+
 def test_every_transform_is_a_frozen_transform():
     transforms = [
         T.Decode(),
