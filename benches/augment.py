@@ -12,6 +12,7 @@ calling thread, ours against Pillow + torchvision v2.
 
     python benches/augment.py [--small 256] [--large 48] [--epochs 3] [--workers 2] [--json]
     python benches/augment.py --draft      # ours with Decode(draft="auto"): reduced JPEG decoding
+    python benches/augment.py --no-jitter  # both without ColorJitter: crop, flip, normalise
     python benches/augment.py --steps      # each step of ours on one core, 500x375 images
 
 Needs torch, torchvision, numpy and Pillow. Build the extension with `maturin develop --release`
@@ -80,6 +81,7 @@ def make_jpegs(directory: Path, n: int, size: tuple[int, int], seed: int) -> lis
 
 
 DRAFT = False
+JITTER = True  # --no-jitter: the chain without ColorJitter (crop, flip, normalise)
 
 
 def ours() -> T.Compose:
@@ -89,7 +91,7 @@ def ours() -> T.Compose:
             T.ToRgb(),
             T.RandomResizedCrop(224),
             T.RandomHorizontalFlip(),
-            T.ColorJitter(0.4, 0.4, 0.4),
+            *([T.ColorJitter(0.4, 0.4, 0.4)] if JITTER else []),
             T.ToFloat(),
             T.Normalize(MEAN, STD),
             T.ToChw(),
@@ -106,7 +108,7 @@ def theirs():
             v2.ToImage(),
             v2.RandomResizedCrop(224, antialias=True),
             v2.RandomHorizontalFlip(),
-            v2.ColorJitter(0.4, 0.4, 0.4),
+            *([v2.ColorJitter(0.4, 0.4, 0.4)] if JITTER else []),
             v2.ToDtype(torch.float32, scale=True),
             v2.Normalize(MEAN, STD),
         ]
@@ -242,9 +244,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--steps", action="store_true", help="time each step of ours on one core, 500x375")
     parser.add_argument("--draft", action="store_true", help='ours with Decode(draft="auto")')
+    parser.add_argument("--no-jitter", action="store_true", help="both chains without ColorJitter")
     args = parser.parse_args()
-    global DRAFT
+    global DRAFT, JITTER
     DRAFT = args.draft
+    JITTER = not args.no_jitter
     if args.steps:
         with tempfile.TemporaryDirectory(prefix="dlrs-augment-") as tmp:
             paths = make_jpegs(Path(tmp), args.core_images, SIZES["small"], seed=5)
@@ -269,6 +273,7 @@ def main() -> None:
         "torchvision": torchvision.__version__,
         "pillow": PIL.__version__,
         "draft": DRAFT,
+        "color_jitter": JITTER,
         "cpus": os.cpu_count(),
         "load_before": load_before,
         "load_after": os.getloadavg(),

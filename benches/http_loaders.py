@@ -12,7 +12,7 @@ HttpDataset-1x64, num_workers=1, item_concurrency=64, whose first batch needs on
 requests instead of two, but whose batches do not overlap; HttpDataset-4x16, four batches
 at once of 16 requests each; and HttpDataset-2x64/64, two batches of up to 64 requests sharing
 items_in_flight=64, the earlier batch first), a PyAsyncDataset on aiohttp (same
-settings; left out without aiohttp), a PyDataset on urllib with item_concurrency (64 threads),
+settings; left out without aiohttp) and aiohttp alone (no loader: its floor on one thread), a PyDataset on urllib with item_concurrency (64 threads),
 and torch's DataLoader with 8 and 16 worker processes running the same urllib dataset (left out
 without torch).
 
@@ -29,6 +29,7 @@ warm-up epoch.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
@@ -179,6 +180,21 @@ class Aiohttp(PyAsyncDataset[bytes]):
             await self.session.close()
 
 
+def aiohttp_alone(urls: list[str]) -> list[list[bytes]]:
+    async def run() -> list[bytes]:
+        slots = asyncio.Semaphore(64)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+            async def get(url: str) -> bytes:
+                async with slots, session.get(url) as response:
+                    return await response.read()
+
+            return await asyncio.gather(*(get(u) for u in urls))
+
+    items = asyncio.run(run())
+    return [items[i : i + BATCH] for i in range(0, len(items), BATCH)]
+
+
 def cpu_seconds(pid: int | None) -> tuple[float, float]:
     """(CPU seconds of this process and its ended children such as torch's workers, CPU seconds
     of the server process `pid`; 0 when it is not known)."""
@@ -234,6 +250,11 @@ def contenders(urls: list[str], sequential: bool) -> dict[str, Callable[[], Iter
         out["PyAsyncDataset+aiohttp"] = lambda: PyDataloader(
             Aiohttp(urls), batch_size=BATCH, num_workers=2, item_concurrency=32
         )
+    if aiohttp is not None:
+        # No loader: aiohttp on an event loop of the calling thread, 64 requests in flight, the
+        # batches made when all are in (its first batch is its epoch). The floor of the async
+        # dataset above: the same requests on one thread with nothing else.
+        out["aiohttp-alone"] = lambda: aiohttp_alone(urls)
     out["PyDataset+urllib"] = lambda: PyDataloader(
         Urllib(urls), batch_size=BATCH, num_workers=2, item_concurrency=32, collate_fn=identity
     )

@@ -20,6 +20,8 @@ Contenders:
   server), as many in flight.
 - TarDataset-cached: TarDataset-http with `cache_dir=` (no budget): filled by its warm-up epoch,
   so every measured epoch is "epoch 2", read from the local cache.
+- TarDataset-cache-fill: TarDataset-http with `cache_dir=` a new, empty directory every epoch:
+  the epoch that fills the cache, to compare with TarDataset-http (no cache).
 - TarDataset-files: the same shards as local files (the page cache holds them, as it holds the
   cache's entries): the baseline of epoch 2.
 
@@ -113,6 +115,7 @@ def main() -> None:
     parser.add_argument("--dlrs", help="the dlrs executable that serves (see benches/http_loaders.py)")
     parser.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "dlrs-tar-bench"), help="the shards")
     parser.add_argument("--keep-cache", action="store_true", help="keep the cache and indexes after the run")
+    parser.add_argument("--cache-root", help="where the caches are made (default: a temporary directory)")
     parser.add_argument(
         "--item-concurrency", type=int, default=64, help="items in flight per worker (2 workers) for our loaders"
     )
@@ -124,7 +127,7 @@ def main() -> None:
         sys.exit("no dlrs with a serve subcommand: pass one with --dlrs or $DLRS_BIN")
     root = Path(args.dir)
     paths = make_shards(root / "shards")
-    work = Path(tempfile.mkdtemp(prefix="dlrs-tar-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="dlrs-tar-bench-", dir=args.cache_root))
     server = DlrsServer(dlrs, DELAY)
     server.argv += ["--dir", str(root / "shards")]
     results: dict[str, dict[str, float]] = {}
@@ -165,6 +168,11 @@ def main() -> None:
             chosen["HttpDataset-per-sample"] = ours(HttpDataset(per_sample))
             cached = TarDataset(urls, index_dir=work / "index", cache_dir=work / "cache")
             chosen["TarDataset-cached"] = ours(cached)
+            # Every epoch of this one fills a new, empty cache (datasets opened beforehand).
+            fills = [
+                TarDataset(urls, index_dir=work / "index", cache_dir=work / f"fill-{n}") for n in range(args.rounds + 1)
+            ]
+            chosen["TarDataset-cache-fill"] = lambda: ours(fills.pop())()
             chosen["TarDataset-files"] = ours(TarDataset(paths, index_dir=work / "index"))
             if args.only:
                 chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
@@ -214,6 +222,8 @@ def main() -> None:
         ratios["per_sample_over_tar_http"] = r["HttpDataset-per-sample"]["seconds"] / r["TarDataset-http"]["seconds"]
     if "TarDataset-cached" in r and "TarDataset-files" in r:
         ratios["cached_over_files"] = r["TarDataset-cached"]["seconds"] / r["TarDataset-files"]["seconds"]
+    if "TarDataset-cache-fill" in r and "TarDataset-http" in r:
+        ratios["cache_fill_over_tar_http"] = r["TarDataset-cache-fill"]["seconds"] / r["TarDataset-http"]["seconds"]
     meta = {
         "samples": SAMPLES,
         "shards": SHARDS,
