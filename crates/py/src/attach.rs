@@ -205,7 +205,7 @@ extern "C" fn forked_child() {
     DELETING.store(0, Ordering::SeqCst);
 }
 
-/// Makes every forked child forget the parent's threads ([`forked_child`]); false if the
+/// Makes every forked child forget the parent's threads (`forked_child`); false if the
 /// handler could not be registered (out of memory).
 pub fn forget_threads_in_forked_children() -> bool {
     static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
