@@ -12,7 +12,8 @@ HttpDataset-1x64, num_workers=1, item_concurrency=64, whose first batch needs on
 requests instead of two, but whose batches do not overlap; HttpDataset-4x16, four batches
 at once of 16 requests each; and HttpDataset-2x64/64, two batches of up to 64 requests sharing
 items_in_flight=64, the earlier batch first), a PyAsyncDataset on aiohttp (same
-settings; left out without aiohttp) and aiohttp alone (no loader: its floor on one thread), a PyDataset on urllib with item_concurrency (64 threads),
+settings; left out without aiohttp) and aiohttp alone (no loader: its floor on one thread),
+a PyDataset on urllib with item_concurrency (64 threads),
 and torch's DataLoader with 8 and 16 worker processes running the same urllib dataset (left out
 without torch).
 
