@@ -317,7 +317,9 @@ def test_http_serves_64_concurrent_requests_and_counts_in_flight(
 
     def fetch(i: int) -> None:
         try:
-            body = _get(http_server.item_url(i, delay=3), timeout=30)[2]
+            # Long enough for all 70 threads to start and send under a heavy load (3 s was not
+            # with two other processes busy on both CPUs: 52 of 70 at once).
+            body = _get(http_server.item_url(i, delay=8), timeout=30)[2]
         except BaseException as exc:
             with lock:
                 errors.append(exc)
