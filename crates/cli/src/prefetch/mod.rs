@@ -100,7 +100,7 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
         let outcomes = std::thread::scope(|scope| {
             scope.spawn(move || {
                 while let Some(w) = to_write.blocking_recv() {
-                    let _ = w.done.send(write_item(&w.out, &w.path, &w.bytes));
+                    let _ = w.done.send(write_item(out, &w.path, &w.bytes));
                 }
             });
             // The writer ends once every sender is gone: the tasks' and this one.
@@ -108,10 +108,9 @@ pub fn prefetch(args: &PrefetchArgs, progress: Option<Progress>) -> Result<Repor
             runtime.block_on(
                 futures::stream::iter(todo)
                     .map(|(index, path)| {
-                        let dataset = Arc::clone(&dataset);
-                        let (out, writes) = (out.clone(), writes.clone());
+                        let (dataset, writes) = (Arc::clone(&dataset), writes.clone());
                         tokio::spawn(async move {
-                            let fetched = fetch_one(&*dataset, index, out, path, writes).await;
+                            let fetched = fetch_one(&*dataset, index, path, writes).await;
                             (index, fetched)
                         })
                     })
@@ -247,20 +246,18 @@ where
     }
 }
 
-/// Fetches item `index` and writes it to `path` (under `out`) through `path.part`; the number
-/// of bytes.
 /// An item for the writer thread, and where to say how its write went.
 struct Write {
-    out: PathBuf,
     path: PathBuf,
     bytes: Bytes,
     done: oneshot::Sender<std::io::Result<()>>,
 }
 
+/// Fetches item `index` and has the writer thread write it to `path` through `path.part`; the
+/// number of bytes.
 async fn fetch_one(
     dataset: &dyn Dataset,
     index: u64,
-    out: PathBuf,
     path: PathBuf,
     writes: mpsc::Sender<Write>,
 ) -> Result<u64, String> {
@@ -269,15 +266,7 @@ async fn fetch_one(
     let shown = path.display().to_string();
     let (done, written) = oneshot::channel();
     let gone = || std::io::Error::other("the writer thread stopped");
-    let written = match writes
-        .send(Write {
-            out,
-            path,
-            bytes,
-            done,
-        })
-        .await
-    {
+    let written = match writes.send(Write { path, bytes, done }).await {
         Ok(()) => written.await.unwrap_or_else(|_| Err(gone())),
         Err(_) => Err(gone()),
     };
