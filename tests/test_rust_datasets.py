@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader
+from dataloader_rs import FileDataset, HttpDataset, ObjectStoreDataset, PyDataloader, TarDataset
 
 from conftest import ctrl_c_after, in_forked_child, wait_until
 from servers._common import METADATA_BLACKHOLE
@@ -413,6 +413,28 @@ def test_signature_shows_the_real_defaults(make, args):
     defaults = {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
     assert {"timeout", "retries", "max_bytes"} <= defaults.keys()
     assert repr(make(*args, **defaults)) == repr(make(*args))
+
+
+@pytest.mark.parametrize(
+    ("make", "args"),
+    [
+        (HttpDataset, (["http://127.0.0.1:9/a"],)),
+        (HttpDataset.from_template, ("http://127.0.0.1:9/{name}", {"name": ["a"]})),
+        (FileDataset, (["/x/a"],)),
+        (FileDataset.from_template, ("/x/{name}", {"name": ["a"]})),
+        (ObjectStoreDataset, ("file:///tmp", ["a"])),
+        (ObjectStoreDataset.from_template, ("file:///tmp", "{name}", {"name": ["a"]})),
+        (TarDataset, (["/x/a.tar"],)),
+    ],
+)
+def test_the_keywords_taken_are_those_the_signature_shows(make, args):
+    # A constructor's keyword list is written once, in Rust; its refusal names it. The
+    # signature (and _native.pyi, which stubtest compares with it) must show the same names.
+    shown = [p.name for p in inspect.signature(make).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'; it takes ") as refused:
+        make(*args, nope=1)
+    taken = str(refused.value).split("; it takes ", 1)[1].split(", ")
+    assert sorted(taken) == sorted(shown)
 
 
 def test_rust_datasets_are_frozen_and_not_subclassable():

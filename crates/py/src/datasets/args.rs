@@ -66,8 +66,10 @@ impl<'py> Keywords<'py> {
         for (key, value) in kwargs.into_iter().flatten() {
             let key: String = key.extract()?;
             if !known.contains(&key.as_str()) {
+                // The names it takes, which tests hold against the signature and the stub.
                 return Err(PyTypeError::new_err(format!(
-                    "{what}() got an unexpected keyword argument '{key}'"
+                    "{what}() got an unexpected keyword argument '{key}'; it takes {}",
+                    known.join(", ")
                 )));
             }
             given.push((key, value));
