@@ -477,8 +477,6 @@ class PyDataloader(Generic[B]):
             if item_concurrency is not _MISSING:
                 raise TypeError("give item_concurrency or its former name items_in_parallel, not both")
             item_concurrency = items_in_parallel
-        if item_concurrency is _MISSING:
-            item_concurrency = 1
 
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
@@ -591,7 +589,7 @@ class PyDataloader(Generic[B]):
             "num_workers": num_workers,
             "prefetch_depth": None if prefetch_depth is _MISSING else prefetch_depth,
             "prefetch_factor": prefetch_factor,
-            "item_concurrency": item_concurrency,
+            "item_concurrency": None if item_concurrency is _MISSING else item_concurrency,
             "drop_last": drop_last,
             "shuffle": shuffle,
             "seed": seed,

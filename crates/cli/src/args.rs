@@ -55,7 +55,7 @@ Workloads (all four when none is named):
   http      --item-bytes bodies from a loopback server with --latency-ms, through HttpDataset
 
 Each batch is loaded on one of --workers threads; its items are fetched --concurrency at a time
-(for images, more than 1 adds threads that compete for the same cores).
+(for images, that many tiles of a batch decode at once, on --workers transform threads).
 
 Examples:
   dlrs bench overhead --items 10000000 --batch-size 64 --workers 2
@@ -208,8 +208,8 @@ pub struct BenchArgs {
     /// Items per epoch (default: 2,000,000 overhead, 4,096 files, 2,048 images, 2,048 http).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub items: Option<u64>,
-    /// Items of one batch fetched or decoded at once (default: 32 for files and http, 1 for
-    /// images, which are CPU-bound).
+    /// Items of one batch fetched or decoded at once (default: 32 for files and http, --workers
+    /// for images, which are CPU-bound).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: Option<u32>,
     /// The most items fetched at once across the batches in flight, the earliest batch first

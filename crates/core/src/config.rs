@@ -32,11 +32,20 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Checks every field.
+    /// Checks every field, for a source whose items are fetched on the pool's threads.
     ///
     /// # Errors
     /// The first field out of range.
     pub fn validate(&self) -> Result<(), Error> {
+        self.validate_for(true)
+    }
+
+    /// Checks every field; `items_on_pool` as [`Source::items_on_pool`](crate::Source::items_on_pool)
+    /// says, which decides the threads the pool would keep.
+    ///
+    /// # Errors
+    /// The first field out of range.
+    pub fn validate_for(&self, items_on_pool: bool) -> Result<(), Error> {
         if self.batch_size == 0 {
             return Err(Error::BatchSize(self.batch_size));
         }
@@ -48,7 +57,12 @@ impl Config {
         }
         // Keep thread counts well inside what a process can have. Any prefetch_depth is fine:
         // the ring grows only with the batches that exist and have loaded.
-        let threads = self.num_workers.checked_mul(self.item_concurrency);
+        let per_worker = if items_on_pool {
+            self.item_concurrency
+        } else {
+            1
+        };
+        let threads = self.num_workers.checked_mul(per_worker);
         if threads.is_none_or(|t| t > 1 << 16) {
             return Err(Error::TooManyThreads {
                 num_workers: self.num_workers,
@@ -61,10 +75,17 @@ impl Config {
     /// The threads the pool keeps: `num_workers × item_concurrency`, or the item helpers alone.
     #[must_use]
     pub fn pool_size(&self) -> usize {
-        if self.num_workers == 0 {
-            self.item_concurrency.saturating_sub(1)
-        } else {
-            self.num_workers * self.item_concurrency
+        self.pool_size_for(true)
+    }
+
+    /// The threads the pool keeps for a source whose items are fetched on it (`items_on_pool`):
+    /// `num_workers × item_concurrency`, or the item helpers alone; otherwise the workers.
+    #[must_use]
+    pub fn pool_size_for(&self, items_on_pool: bool) -> usize {
+        match (items_on_pool, self.num_workers) {
+            (false, workers) => workers,
+            (true, 0) => self.item_concurrency.saturating_sub(1),
+            (true, workers) => workers * self.item_concurrency,
         }
     }
 

@@ -40,19 +40,20 @@ pub static WORKERS: Lot = Lot::new("dataloader-rs", WORKER_KEEP);
 pub const WORKER_KEEP: Duration = Duration::from_secs(2);
 
 impl<S: Source> Loader<S> {
-    /// A loader of `source`. Its pool keeps [`Config::pool_size`] threads, and the
+    /// A loader of `source`. Its pool keeps [`Config::pool_size_for`] threads, and the
     /// [`Source::extra_threads`] of the source's own jobs.
     ///
     /// # Errors
     /// An invalid configuration.
     pub fn new(source: S, config: Config) -> Result<Self, Error> {
-        config.validate()?;
+        let on_pool = source.items_on_pool();
+        config.validate_for(on_pool)?;
         let extra = source.extra_threads();
         Ok(Self {
             source: Arc::new(source),
             config,
             pool: Mutex::new(Pool::in_lot(
-                config.pool_size().saturating_add(extra),
+                config.pool_size_for(on_pool).saturating_add(extra),
                 &WORKERS,
             )),
             epochs: AtomicU64::new(0),

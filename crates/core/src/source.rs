@@ -48,6 +48,14 @@ pub trait Source: Send + Sync + 'static {
         0
     }
 
+    /// Whether the items of a batch are fetched on the pool's threads, `item_concurrency` at
+    /// once ([`BatchCtx::map_items`]): the pool then keeps `num_workers × item_concurrency`
+    /// threads. A source that fetches them itself (futures on a runtime of its own) says no,
+    /// and the pool keeps only the workers. The default is yes.
+    fn items_on_pool(&self) -> bool {
+        true
+    }
+
     /// Whether the source's sessions and the epoch's consumer take turns on one lock (an
     /// interpreter lock) that the consumer lets go only while it waits for a batch. Workers
     /// then enter a session when the consumer waits, and the consumer takes its batch when the

@@ -1,7 +1,7 @@
 //! A dataset, a per-item step and a collation as one core [`Source`].
 //!
-//! A [`Pipeline`] loads a batch by fetching its items as futures on its [`Runtime`], up to
-//! `item_concurrency` at once. Each item goes to [`Stages::transform`] on the loader's pool as
+//! A [`Pipeline`] loads a batch by fetching its items as futures on its [`Runtime`], up to the
+//! loader's `item_concurrency` ([`Config`](dlrs_core::Config)) at once. Each item goes to [`Stages::transform`] on the loader's pool as
 //! soon as it arrives, while the others are still in flight, at most `transform_threads` at
 //! once; then the batch is [`Stages::collate`]d. When the epoch is dropped, the fetches of the
 //! batches in flight are aborted and transforms not started yet are skipped.
@@ -31,9 +31,10 @@
 //!     .then(Normalize::new(&[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225])?)
 //!     .then(ToChw);
 //! let stages = ImageStages::new(transform, Collator::new(BatchLayout::Nchw, None, 4));
-//! let pipeline = Pipeline::new(Arc::new(dataset), stages).item_concurrency(16);
+//! let pipeline = Pipeline::new(Arc::new(dataset), stages);
 //! let len = pipeline.len();
-//! let loader = Loader::new(pipeline, Config { batch_size: 64, num_workers: 2, ..Config::default() })?;
+//! let config = Config { batch_size: 64, num_workers: 2, item_concurrency: 16, ..Config::default() };
+//! let loader = Loader::new(pipeline, config)?;
 //! for epoch in 0..2 {
 //!     for batch in loader.shuffled_epoch(&Shuffle::seeded(0), len) {
 //!         let batch = batch?; // an error names the item: "item 17: images/17.png: ..."
@@ -61,9 +62,6 @@ use dlrs_core::{BatchCtx, Epoch, ItemStats, LoadError, Pool, Source, WAIT_SLICE}
 
 use crate::budget::ItemBudget;
 use crate::{Dataset, Error, Runtime};
-
-/// The items of one batch fetched at once when not set ([`Pipeline::item_concurrency`]).
-pub const DEFAULT_ITEM_CONCURRENCY: usize = 16;
 
 /// Where an item is: its dataset index, its position in the batch, and the batch's epoch and
 /// worker.
@@ -254,7 +252,6 @@ pub struct Pipeline<S: Stages> {
     dataset: Arc<dyn Dataset>,
     stages: Arc<S>,
     runtime: Arc<Runtime>,
-    item_concurrency: usize,
     budget: Option<Arc<ItemBudget>>,
     transforms: TransformPool,
     stats: Arc<ItemStats>,
@@ -264,7 +261,6 @@ impl<S: Stages> std::fmt::Debug for Pipeline<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pipeline")
             .field("len", &self.dataset.len())
-            .field("item_concurrency", &self.item_concurrency)
             .field("items_in_flight", &self.budget.is_some())
             .field("transform_threads", &self.transforms.threads)
             .finish_non_exhaustive()
@@ -272,8 +268,8 @@ impl<S: Stages> std::fmt::Debug for Pipeline<S> {
 }
 
 impl<S: Stages> Pipeline<S> {
-    /// A pipeline over `dataset` with [`DEFAULT_ITEM_CONCURRENCY`] items of a batch in flight,
-    /// transforms on as many threads as there are CPUs, and a runtime of one thread per CPU
+    /// A pipeline over `dataset` with the loader's `item_concurrency` items of a batch in
+    /// flight, transforms on as many threads as there are CPUs, and a runtime of one thread per CPU
     /// (started at the first batch).
     pub fn new(dataset: Arc<dyn Dataset>, stages: S) -> Pipeline<S> {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
@@ -281,23 +277,15 @@ impl<S: Stages> Pipeline<S> {
             dataset,
             stages: Arc::new(stages),
             runtime: Arc::new(Runtime::default()),
-            item_concurrency: DEFAULT_ITEM_CONCURRENCY,
             budget: None,
             transforms: TransformPool::new(cpus),
             stats: Arc::default(),
         }
     }
 
-    /// Fetches up to `k` (at least 1) items of a batch at once.
-    #[must_use]
-    pub fn item_concurrency(mut self, k: usize) -> Self {
-        self.item_concurrency = k.max(1);
-        self
-    }
-
     /// Fetches at most `n` (at least 1) items at once across the batches in flight, the
-    /// earliest batch first ([`ItemBudget`]); `None` (the default): only `item_concurrency`
-    /// per batch bounds them.
+    /// earliest batch first ([`ItemBudget`]); `None` (the default): only the loader's
+    /// `item_concurrency` per batch bounds them.
     #[must_use]
     pub fn items_in_flight(mut self, n: Option<usize>) -> Self {
         self.budget = n.map(ItemBudget::new);
@@ -360,7 +348,7 @@ impl<S: Stages> Pipeline<S> {
         &self.runtime
     }
 
-    /// Fetches and transforms the items of `indices`, up to `item_concurrency` at once (inside
+    /// Fetches and transforms the items of `indices`, up to `ctx.item_concurrency()` at once (inside
     /// a tokio runtime with I/O and timers); the first failure abandons the rest unless
     /// [`Stages::skip`] leaves the item out (`None` slots).
     async fn fetch(
@@ -376,15 +364,16 @@ impl<S: Stages> Pipeline<S> {
         let mut slots: Vec<Option<S::Item>> = std::iter::repeat_with(|| None).take(n).collect();
         let mut running = FuturesUnordered::new();
         let on_pool = self.stages.runs_on_pool();
+        let k = ctx.item_concurrency().max(1);
         let mut next = 0;
         loop {
             // The items about to start take their places in the budget's line together.
-            let end = (next + self.item_concurrency.saturating_sub(running.len())).min(n);
+            let end = (next + k.saturating_sub(running.len())).min(n);
             let mut places = self
                 .budget
                 .as_ref()
                 .map(|b| b.acquire_many(ctx.batch_number(), next..end).into_iter());
-            while running.len() < self.item_concurrency && next < n {
+            while running.len() < k && next < n {
                 let at = ItemAt {
                     index: indices[next],
                     position: next,
@@ -470,6 +459,11 @@ impl<S: Stages> Source for Pipeline<S> {
             Ok(Err(())) => Err(LoadError::Cancelled),
             Ok(Ok(result)) => result.map_err(LoadError::Source),
         }
+    }
+
+    /// The items are futures on the pipeline's runtime: the pool keeps only the workers.
+    fn items_on_pool(&self) -> bool {
+        false
     }
 
     /// The transform threads, kept on the loader's pool (none when the stages run in place).
@@ -662,6 +656,7 @@ mod tests {
         let config = Config {
             batch_size,
             num_workers,
+            item_concurrency: 3,
             ..Config::default()
         };
         Loader::new(source, config).unwrap()
@@ -685,9 +680,7 @@ mod tests {
             Compose::default().then(Decode::default()),
             Collator::new(BatchLayout::Nhwc, None, 2),
         );
-        Pipeline::new(Arc::new(dataset), stages)
-            .item_concurrency(3)
-            .transform_threads(2)
+        Pipeline::new(Arc::new(dataset), stages).transform_threads(2)
     }
 
     #[test]
@@ -820,10 +813,32 @@ mod tests {
     }
 
     /// A dataset whose fetches wait for each other a little, counting how many run at once.
-    #[derive(Default)]
     struct Overlapping {
         running: AtomicUsize,
         peak: AtomicUsize,
+        /// The peak a fetch waits for, `patience` ms at most.
+        until: usize,
+        patience: u32,
+    }
+
+    impl Default for Overlapping {
+        fn default() -> Self {
+            Overlapping {
+                patience: 100,
+                ..Overlapping::until(3)
+            }
+        }
+    }
+
+    impl Overlapping {
+        fn until(until: usize) -> Self {
+            Overlapping {
+                running: AtomicUsize::new(0),
+                peak: AtomicUsize::new(0),
+                until,
+                patience: 10_000,
+            }
+        }
     }
 
     impl Dataset for Arc<Overlapping> {
@@ -836,9 +851,10 @@ mod tests {
             Box::pin(async move {
                 let now = this.running.fetch_add(1, Ordering::SeqCst) + 1;
                 this.peak.fetch_max(now, Ordering::SeqCst);
-                // Until three run at once (or for 100 ms): the peak does not hang on timing.
-                for _ in 0..100 {
-                    if this.running.load(Ordering::SeqCst) >= 3 {
+                // Until `until` have run at once (or for `patience` ms): the peak does not hang
+                // on timing.
+                for _ in 0..this.patience {
+                    if this.peak.load(Ordering::SeqCst) >= this.until {
                         break;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -854,12 +870,12 @@ mod tests {
     fn items_in_flight_bounds_the_fetches_of_every_batch_in_flight() {
         let dataset = Arc::new(Overlapping::default());
         let pipeline = Pipeline::new(Arc::new(Arc::clone(&dataset)), Lengths)
-            .item_concurrency(8)
             .items_in_flight(Some(3))
             .runtime(Arc::new(Runtime::new(Some(2)).unwrap()));
         let config = Config {
             batch_size: 8,
             num_workers: 2,
+            item_concurrency: 8,
             ..Config::default()
         };
         let loader = Loader::new(pipeline, config).unwrap();
@@ -873,15 +889,41 @@ mod tests {
     }
 
     #[test]
+    fn the_loaders_item_concurrency_bounds_a_batch_and_keeps_no_item_threads() {
+        for k in [1, 4] {
+            let dataset = Arc::new(Overlapping::until(k));
+            let pipeline = Pipeline::new(Arc::new(Arc::clone(&dataset)), Lengths)
+                .runtime(Arc::new(Runtime::new(Some(2)).unwrap()));
+            assert!(!pipeline.items_on_pool());
+            // Batches of 2k items, k at once: the first fetches wait to see k running.
+            let config = Config {
+                batch_size: 2 * k,
+                num_workers: 1,
+                item_concurrency: k,
+                ..Config::default()
+            };
+            // The items are futures: the pool keeps the worker alone, whatever `k` is.
+            assert_eq!(config.pool_size_for(pipeline.items_on_pool()), 1);
+            let loader = Loader::new(pipeline, config).unwrap();
+            let batches: Vec<Vec<usize>> = loader
+                .epoch(Order::Sequential { len: 8 * k as u64 })
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(batches, vec![vec![3; 2 * k]; 4]);
+            assert_eq!(dataset.peak.load(Ordering::SeqCst), k);
+        }
+    }
+
+    #[test]
     fn a_dropped_epoch_aborts_the_fetches_in_flight() {
         let (dataset, started, dropped) = Stuck::counted();
         let pipeline = Pipeline::new(Arc::new(dataset), Lengths)
-            .item_concurrency(5)
             .runtime(Arc::new(Runtime::new(Some(1)).unwrap()));
         let config = Config {
             batch_size: 10,
             num_workers: 2,
             prefetch_depth: 1,
+            item_concurrency: 5,
             ..Config::default()
         };
         let loader = Loader::new(pipeline, config).unwrap();

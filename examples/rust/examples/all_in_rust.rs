@@ -55,12 +55,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .then(Normalize::new(&MEAN, &STD)?)
         .then(ToChw);
     let stages = ImageStages::new(transform, Collator::new(BatchLayout::Nchw, None, 4));
-    let pipeline = Pipeline::new(Arc::new(dataset), stages).item_concurrency(4);
+    let pipeline = Pipeline::new(Arc::new(dataset), stages);
     let loader = Loader::new(
         pipeline,
         Config {
             batch_size: 16,
             num_workers: 2,
+            item_concurrency: 4,
             ..Config::default()
         },
     )?;

@@ -51,7 +51,8 @@ pub fn run(
         item_concurrency: match (workload, args.concurrency) {
             (Workload::Overhead, _) => 1,
             (_, Some(k)) => k as usize,
-            (Workload::Images, None) => 1,
+            // A batch's tiles decode on the transform threads, one a worker.
+            (Workload::Images, None) => (args.workers as usize).max(1),
             (Workload::Files | Workload::Http, None) => 32,
         },
         ..Config::default()
@@ -70,7 +71,7 @@ pub fn run(
                 None,
                 FetchOptions::FILE,
             )?;
-            let source = fetch(Arc::new(dataset), config.item_concurrency, args);
+            let source = fetch(Arc::new(dataset), args);
             measure(name, source, config, items, args.epochs, &progress)
         }
         Workload::Images => {
@@ -92,7 +93,7 @@ pub fn run(
                 Some(usize::try_from(items).context("--items")?),
                 HttpOptions::default(),
             )?;
-            let source = fetch(Arc::new(dataset), config.item_concurrency, args);
+            let source = fetch(Arc::new(dataset), args);
             measure(name, source, config, items, args.epochs, &progress)
         }
     };
@@ -163,12 +164,10 @@ impl Stages for Count {
     }
 }
 
-/// A dlrs-io dataset as a source: each batch fetches its items, `concurrency` at once (and
-/// `--items-in-flight` across the batches), on a runtime shared by the workers.
-fn fetch(dataset: Arc<dyn Dataset>, concurrency: usize, args: &BenchArgs) -> Pipeline<Count> {
-    Pipeline::new(dataset, Count)
-        .item_concurrency(concurrency)
-        .items_in_flight(args.items_in_flight.map(|n| n as usize))
+/// A dlrs-io dataset as a source: each batch fetches its items, `item_concurrency` at once
+/// (and `--items-in-flight` across the batches), on a runtime shared by the workers.
+fn fetch(dataset: Arc<dyn Dataset>, args: &BenchArgs) -> Pipeline<Count> {
+    Pipeline::new(dataset, Count).items_in_flight(args.items_in_flight.map(|n| n as usize))
 }
 
 /// The tiles of the images workload, held in memory.
@@ -207,7 +206,6 @@ fn tiles(workers: usize) -> Result<Pipeline<ImageStages>> {
     let collator = Collator::new(BatchLayout::Nchw, None, workers + 2);
     Ok(
         Pipeline::new(Arc::new(Tiles(tiles)), ImageStages::new(steps, collator))
-            .item_concurrency(workers.max(1))
             .transform_threads(workers.max(1)),
     )
 }

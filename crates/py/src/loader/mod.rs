@@ -33,7 +33,7 @@ use crate::sources::stage::Stage;
 use crate::sources::stream::{StreamConfig, StreamEpoch};
 use crate::sources::{AnySource, AsyncSource, PySource, StreamSource};
 
-use spec::{Args, Common, Given, Kind, LoaderSpec, shard_of};
+use spec::{Args, Common, Futures, Given, Kind, LoaderSpec, shard_of};
 
 /// A loader over a dataset (made by `PyDataloader`).
 #[pyclass(frozen, module = "dataloader_rs._native", name = "Loader")]
@@ -90,10 +90,10 @@ impl Loader {
     #[new]
     #[pyo3(signature = (
         *, kind, dataset, batch_size, num_workers, prefetch_depth, prefetch_factor,
-        item_concurrency, drop_last, shuffle, seed, base_seed, return_indices, timeout,
+        drop_last, shuffle, seed, base_seed, return_indices, timeout,
         getitem=None, getitems=None, event_loop=None, transform=None,
         transform_takes_index=false, collate_fn=None, runtime_threads=None,
-        items_in_flight=None, rank=None, world_size=None, max_failures=None,
+        item_concurrency=None, items_in_flight=None, rank=None, world_size=None, max_failures=None,
         stream_readers=None, shuffle_buffer=None, make_iter=None
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -105,7 +105,6 @@ impl Loader {
         num_workers: &Bound<'py, PyAny>,
         prefetch_depth: Option<&Bound<'py, PyAny>>,
         prefetch_factor: Option<&Bound<'py, PyAny>>,
-        item_concurrency: &Bound<'py, PyAny>,
         drop_last: &Bound<'py, PyAny>,
         shuffle: Option<&Bound<'py, PyAny>>,
         seed: Option<&Bound<'py, PyAny>>,
@@ -119,6 +118,7 @@ impl Loader {
         transform_takes_index: bool,
         collate_fn: Option<Py<PyAny>>,
         runtime_threads: Option<&Bound<'py, PyAny>>,
+        item_concurrency: Option<&Bound<'py, PyAny>>,
         items_in_flight: Option<&Bound<'py, PyAny>>,
         rank: Option<&Bound<'py, PyAny>>,
         world_size: Option<&Bound<'py, PyAny>>,
@@ -556,20 +556,11 @@ impl Loader {
                 {
                     return Err(crate::pipeline::tar_needs_a_member());
                 }
-                // Without `items_in_flight`, the loader's total (`num_workers ×
-                // item_concurrency`) is one budget, earliest batch first, that any batch may
-                // use whole: a layout is then as fast as any other with the same total.
-                let (item_concurrency, items_in_flight) = match spec.items_in_flight {
-                    Some(n) => (common.item_concurrency, n),
-                    None => {
-                        let total = common.items_in_flight();
-                        (total, total)
-                    }
-                };
-                let items_in_flight = Some(items_in_flight);
+                let counts = common.futures(spec.items_in_flight, pipeline.transform.is_some());
+                let items_in_flight = Some(counts.items_in_flight);
                 Self::over_futures(
                     py,
-                    &common,
+                    counts,
                     spec.runtime_threads,
                     pipeline,
                     None,
@@ -578,7 +569,6 @@ impl Loader {
                         AnySource::Rust(
                             dlrs_io::Pipeline::new(dataset, PyStages(pipeline))
                                 .runtime(runtime)
-                                .item_concurrency(item_concurrency)
                                 .items_in_flight(items_in_flight)
                                 .transform_threads(threads)
                                 .stats(stats),
@@ -592,13 +582,13 @@ impl Loader {
                 getitems,
             } => {
                 let guard = Arc::new(CloseOnDrop(event_loop.clone_ref(py)));
-                let item_concurrency = common.item_concurrency.max(1);
-                let items_in_flight = common.items_in_flight();
+                let counts = common.futures(None, pipeline.transform.is_some());
+                let items_in_flight = counts.items_in_flight;
                 // One `__getitems__` call per batch only when the items go one at a time.
-                let getitems = getitems.filter(|_| item_concurrency == 1);
+                let getitems = getitems.filter(|_| common.item_concurrency == 1);
                 Self::over_futures(
                     py,
-                    &common,
+                    counts,
                     spec.runtime_threads,
                     pipeline,
                     Some(guard),
@@ -683,28 +673,23 @@ impl Loader {
     }
 
     /// The set-up shared by the Rust and async datasets: their tokio runtime, the transform
-    /// pool, and a core loader over the source `make` builds from them.
+    /// pool, and a core loader over the source `make` builds from them, sized by `counts`.
     fn over_futures(
         py: Python<'_>,
-        common: &Common,
+        counts: Futures,
         runtime_threads: Option<usize>,
         pipeline: Pipeline,
         event_loop: Option<Arc<CloseOnDrop>>,
         make: impl FnOnce(Arc<Runtime>, Arc<Pipeline>, usize) -> AnySource,
     ) -> PyResult<Built> {
         let runtime = Runtime::new(runtime_threads).map_err(|e| io_error(&e))?;
-        let transform_threads = if pipeline.transform.is_some() {
-            common.transform_threads().max(1)
-        } else {
-            0
-        };
+        let transform_threads = counts.transform_threads;
         // Rust and async sources skip through their pipeline.
         let skipper = Arc::clone(&pipeline.skipper);
         let source = make(Arc::new(runtime), Arc::new(pipeline), transform_threads);
         // The transform runs on the loader's pool: its threads are kept there too
         // (`Source::extra_threads`).
-        let inner =
-            dlrs_core::Loader::new(source, common.async_config()).map_err(|e| core_error(&e))?;
+        let inner = dlrs_core::Loader::new(source, counts.config).map_err(|e| core_error(&e))?;
         let refs = Refs::new(py, Arc::clone(inner.source()), event_loop)?;
         Ok(Built {
             inner,

@@ -29,7 +29,8 @@ pub struct Args<'a, 'py> {
     pub num_workers: &'a Bound<'py, PyAny>,
     pub prefetch_depth: Option<&'a Bound<'py, PyAny>>,
     pub prefetch_factor: Option<&'a Bound<'py, PyAny>>,
-    pub item_concurrency: &'a Bound<'py, PyAny>,
+    /// None: the core loader's default.
+    pub item_concurrency: Option<&'a Bound<'py, PyAny>>,
     pub drop_last: &'a Bound<'py, PyAny>,
     pub shuffle: Option<&'a Bound<'py, PyAny>>,
     pub seed: Option<&'a Bound<'py, PyAny>>,
@@ -93,32 +94,33 @@ impl Common {
         }
     }
 
-    /// The core configuration of an async or Rust dataset: at least one batch in flight, on a
-    /// worker; the items of a batch are futures, not pool threads.
-    pub fn async_config(&self) -> Config {
-        Config {
-            num_workers: self.num_workers.max(1),
-            item_concurrency: 1,
-            ..self.config()
-        }
-    }
-
-    /// The items a Rust or async dataset fetches at once by default, across the batches in
-    /// flight: `num_workers × item_concurrency` (at least one worker).
-    pub fn items_in_flight(&self) -> usize {
-        self.num_workers
-            .max(1)
-            .saturating_mul(self.item_concurrency)
-    }
-
-    /// The threads of the transform pool of an async or Rust dataset:
-    /// `num_workers × item_concurrency`, at most the CPUs available.
-    pub fn transform_threads(&self) -> usize {
+    /// How many items are fetched at once, and the threads that follow from it, for a dataset
+    /// fetched by futures (Rust and async): every such count is computed here.
+    ///
+    /// `item_concurrency` means the same for every dataset: the items of one batch fetched at
+    /// once. The loader's total, `num_workers × item_concurrency` (at least one worker), is
+    /// also the budget of items in flight across batches; unless `items_in_flight` sets that
+    /// budget, a batch may use the whole of it, earliest batch first (Rust datasets), so that
+    /// layouts of the same total fetch alike.
+    pub fn futures(&self, items_in_flight: Option<usize>, transform: bool) -> Futures {
+        let workers = self.num_workers.max(1);
+        let total = workers.saturating_mul(self.item_concurrency);
+        let per_batch = match items_in_flight {
+            Some(_) => self.item_concurrency,
+            None => total,
+        };
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        self.num_workers
-            .max(1)
-            .saturating_mul(self.item_concurrency)
-            .min(cpus)
+        Futures {
+            // A batch of futures waits on a worker: at least one, so the caller's thread
+            // never blocks on the runtime.
+            config: Config {
+                num_workers: workers,
+                item_concurrency: per_batch,
+                ..self.config()
+            },
+            items_in_flight: items_in_flight.unwrap_or(total),
+            transform_threads: if transform { total.min(cpus) } else { 0 },
+        }
     }
 
     pub fn shuffle(&self) -> Option<Shuffle> {
@@ -127,6 +129,16 @@ impl Common {
                 .map_or_else(Shuffle::from_entropy, Shuffle::seeded)
         })
     }
+}
+
+/// The counts of a dataset fetched by futures ([`Common::futures`]).
+pub struct Futures {
+    /// The core loader's: its workers, and its `item_concurrency` the futures of one batch.
+    pub config: Config,
+    /// The most items fetched at once across the batches in flight.
+    pub items_in_flight: usize,
+    /// The threads of the transform pool (0: no transform).
+    pub transform_threads: usize,
 }
 
 /// The ints as given (after `__index__`), which the loader's attributes show unclamped.
@@ -178,7 +190,10 @@ impl LoaderSpec {
         let prefetch_depth =
             prefetch_depth(py, &num_workers, args.prefetch_depth, args.prefetch_factor)?;
         let batch_size = count_arg("batch_size", args.batch_size, 1, None)?;
-        let item_concurrency = count_arg("item_concurrency", args.item_concurrency, 1, max)?;
+        let item_concurrency = match args.item_concurrency {
+            Some(k) => count_arg("item_concurrency", k, 1, max)?,
+            None => Config::default().item_concurrency.into_pyobject(py)?,
+        };
         let shuffle = match args.shuffle {
             None => false,
             Some(s) => flag_arg("shuffle", s)?,

@@ -84,6 +84,11 @@ impl Source for AnySource {
         }
     }
 
+    fn items_on_pool(&self) -> bool {
+        // Rust and async datasets fetch their items as futures on the loader's runtime.
+        matches!(self, Self::Python(_) | Self::Stream(_))
+    }
+
     fn extra_threads(&self) -> usize {
         match self {
             Self::Python(_) | Self::Stream(_) => 0,
