@@ -72,46 +72,31 @@ pub fn package() -> Result<()> {
              # The packaged crates, as crates.io would serve them.\n[patch.crates-io]\n{patches}"
         ),
     )?;
-    std::fs::create_dir_all(smoke.join("src"))?;
+    std::fs::create_dir_all(smoke.join("src/bin"))?;
     std::fs::write(smoke.join("src/main.rs"), SMOKE_MAIN)?;
+    std::fs::write(smoke.join("src/bin/names.rs"), SMOKE_NAMES)?;
     // The workspace's lock file: the same versions of the dependencies, already built.
     std::fs::copy(root().join("Cargo.lock"), smoke.join("Cargo.lock"))?;
+    let target = target_dir().join("package-smoke-target");
     run(Command::new(env!("CARGO"))
-        .args(["run", "--quiet"])
+        .args(["build", "--quiet", "--bins"])
         .current_dir(&smoke)
-        .env(
-            "CARGO_TARGET_DIR",
-            target_dir().join("package-smoke-target"),
-        ))
+        .env("CARGO_TARGET_DIR", &target))?;
+    run(Command::new(env!("CARGO"))
+        .args(["run", "--quiet", "--bin", "dlrs-package-smoke"])
+        .current_dir(&smoke)
+        .env("CARGO_TARGET_DIR", &target))
 }
 
-/// One shuffled epoch of dlrs-core's `Loader`, each batch checked; the other two crates named so
-/// that they are built from their packages too.
-const SMOKE_MAIN: &str = r#"//! One epoch from the packaged crates.
-use dlrs_core::{BatchCtx, Config, LoadError, Loader, Shuffle, Source};
+/// The program of the smoke package: dlrs-core's own example, two shuffled epochs of squares,
+/// each batch checked as it loads.
+const SMOKE_MAIN: &str = include_str!("../../crates/core/examples/squares.rs");
 
-struct Squares;
-
-impl Source for Squares {
-    type Batch = Vec<u64>;
-    type Error = String;
-
-    fn load_batch(&self, indices: &[u64], _: &BatchCtx) -> Result<Vec<u64>, LoadError<String>> {
-        Ok(indices.iter().map(|i| i * i).collect())
-    }
-}
-
+/// A second program of the smoke package, naming the other two crates so that they are built
+/// from their packages too.
+const SMOKE_NAMES: &str = r#"//! The other packaged crates, built.
 fn main() {
-    let config = Config { batch_size: 8, num_workers: 2, ..Config::default() };
-    let loader = Loader::new(Squares, config).expect("a valid configuration");
-    let mut seen: Vec<u64> = Vec::new();
-    for batch in loader.shuffled_epoch(&Shuffle::seeded(0), 100) {
-        seen.extend(batch.expect("squares never fail"));
-    }
-    seen.sort_unstable();
-    assert_eq!(seen, (0..100u64).map(|i| i * i).collect::<Vec<_>>());
     let _ = (dlrs_io::MAX_THREADS, std::any::type_name::<dlrs_transforms::Decode>());
-    println!("packaged crates: one epoch of 100 items in {} batches", 100_usize.div_ceil(8));
 }
 "#;
 
