@@ -181,6 +181,29 @@ def test_a_hugging_face_iterable_dataset_is_split_between_readers_by_its_shards(
     assert list(ours) == list(theirs)
 
 
+@needs_torch
+@pytest.mark.parametrize("readers", ["one", "per_worker"])
+def test_a_dataset_split_by_node_already_is_not_split_again(monkeypatch, readers):
+    # Training scripts call split_dataset_by_node themselves: under torchrun the rank's share
+    # is the whole of what the split dataset yields.
+    datasets = pytest.importorskip("datasets")
+    from datasets.distributed import split_dataset_by_node
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    ds = datasets.Dataset.from_dict({"x": list(range(10))}).to_iterable_dataset(num_shards=2)
+    mine = split_dataset_by_node(ds, rank=1, world_size=2)
+    expected = [r["x"] for r in mine]
+    loader = PyDataloader(mine, batch_size=2, num_workers=2, stream_readers=readers)
+    assert loader.rank is None
+    assert sorted(r["x"] for r in flat(loader)) == sorted(expected)
+    # Not split by node: the loader takes its every second item, as for any stream.
+    assert [r["x"] for r in flat(PyDataloader(ds, batch_size=2))] == [1, 3, 5, 7, 9]
+    # Asked explicitly, the loader splits what it is given.
+    explicit = PyDataloader(mine, batch_size=2, rank=0, world_size=2)
+    assert len(flat(explicit)) == len(expected) // 2
+
+
 def test_len_only_when_the_dataset_has_one():
     assert len(PyDataloader(Count(10), batch_size=3)) == 4
     assert len(PyDataloader(Count(10), batch_size=3, drop_last=True)) == 3

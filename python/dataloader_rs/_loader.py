@@ -54,6 +54,15 @@ def _callable_arg(name: str, value: object) -> Callable[..., Any] | None:
     return value
 
 
+def _split_by_node(dataset: object) -> bool:
+    """Whether ``dataset`` already yields one rank's share only: a Hugging Face
+    ``IterableDataset`` returned by ``datasets.distributed.split_dataset_by_node`` (HF's Trainer
+    and user code call it themselves). Splitting it again would keep 1/world_size of a share."""
+    hf = sys.modules.get("datasets")
+    cls = getattr(hf, "IterableDataset", None)
+    return isinstance(cls, type) and isinstance(dataset, cls) and getattr(dataset, "_distributed", None) is not None
+
+
 def _is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
 
@@ -691,11 +700,14 @@ class PyDataloader(Generic[B]):
 
     def _shard(self) -> tuple[int, int] | None:
         """This epoch's (rank, world_size): given, or from the distributed run; never for a
-        sampler or batch sampler the user passed (their order is theirs)."""
+        sampler or batch sampler the user passed (their order is theirs), nor for a stream
+        already split by node."""
         explicit = self._native.explicit_shard
         if explicit is not None:
             return explicit
         if self._sampler is not None or self._batch_sampler is not None:
+            return None
+        if self._is_stream and _split_by_node(self.dataset):
             return None
         return _distributed()
 
