@@ -7,9 +7,12 @@ with one reader (default) and with one reader per worker.
 
 ``parquet``: a ``datasets.IterableDataset`` streaming local Parquet shards of text, each row
 tokenised (a word-level ``tokenizers`` tokenizer built here), 2 workers: torch's DataLoader
-against ours with one reader per worker (the dataset splits its shards by worker).
+against ours with one reader per worker (the dataset splits its shards by worker). With
+``--tokenise batch``, both tokenise each batch in their ``collate_fn`` with ``encode_batch``
+(as a data collator does), which runs without the GIL.
 
-    python benches/streams.py [ints|parquet] [--items N] [--batch-size 64] [--rounds 7] [--json]
+    python benches/streams.py [ints|parquet] [--items N] [--batch-size 64] [--rounds 7]
+        [--tokenise row|batch] [--json]
 """
 
 from __future__ import annotations
@@ -73,8 +76,9 @@ def bare(n: int, batch_size: int) -> float:
     return time.perf_counter() - start
 
 
-def parquet_runs(n: int, bs: int, tmp: str) -> dict[str, Callable[[], float]]:
-    """The ``parquet`` workload: `n` rows of 24 words in 8 shards, tokenised per row."""
+def parquet_runs(n: int, bs: int, tmp: str, per_batch: bool) -> tuple[dict[str, Callable[[], float]], Any]:
+    """The ``parquet`` workload: `n` rows of 24 words in 8 shards, tokenised per row (or per
+    batch with ``per_batch``): its contenders, and the tokenizer."""
     import datasets
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -101,14 +105,23 @@ def parquet_runs(n: int, bs: int, tmp: str) -> dict[str, Callable[[], float]]:
     assert ds.num_shards == shards
     tokenised = ds.map(tokenise_row(tokenizer)).select_columns(["ids"])
 
-    ours = PyDataloader(ds, batch_size=bs, num_workers=2, stream_readers="per_worker", transform=tokenise)
+    def tokenise_batch(rows: list[dict[str, Any]]) -> list[list[int]]:
+        return [e.ids for e in tokenizer.encode_batch([r["text"] for r in rows])]
+
+    if per_batch:
+        ours = PyDataloader(ds, batch_size=bs, num_workers=2, stream_readers="per_worker", collate_fn=tokenise_batch)
+    else:
+        ours = PyDataloader(ds, batch_size=bs, num_workers=2, stream_readers="per_worker", transform=tokenise)
     runs: dict[str, Callable[[], float]] = {
         "dataloader-rs, 2 workers, per_worker": lambda: epoch(ours, n),
     }
     if tud is not None:
-        theirs = tud.DataLoader(tokenised, batch_size=bs, num_workers=2, collate_fn=identity)
+        if per_batch:
+            theirs = tud.DataLoader(ds, batch_size=bs, num_workers=2, collate_fn=tokenise_batch)
+        else:
+            theirs = tud.DataLoader(tokenised, batch_size=bs, num_workers=2, collate_fn=identity)
         runs["torch, 2 workers"] = lambda: epoch(theirs, n)
-    return runs
+    return runs, tokenizer
 
 
 def tokenise_row(tokenizer: Any) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -126,6 +139,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--tokenise", choices=["row", "batch"], default="row")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.workload == "parquet":
@@ -133,7 +147,8 @@ def main() -> None:
 
         n = args.items or 100_000
         with tempfile.TemporaryDirectory() as tmp:
-            report(args, n, parquet_runs(n, args.batch_size, tmp), "torch, 2 workers")
+            runs, _ = parquet_runs(n, args.batch_size, tmp, args.tokenise == "batch")
+            report(args, n, runs, "torch, 2 workers")
         return
     n, bs = args.items or 1_000_000, args.batch_size
     ds = Ints(n)
