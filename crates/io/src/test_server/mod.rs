@@ -46,15 +46,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
-use futures::future::{Either, select};
+use futures::future::select;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
 use dlrs_core::sync::lock;
 
+mod control;
 mod dir;
+mod grammar;
 mod timer;
+
+pub use grammar::{BLOCK_SIZE, expected_body};
 
 use timer::{Timer, TimerQueue};
 
@@ -181,6 +185,8 @@ enum Routes {
         /// The headers of every request (lower-case names), in arrival order.
         headers: Mutex<Vec<HashMap<String, String>>>,
     },
+    /// The Python tests' routes and query grammar, set through a control port: see `grammar`.
+    Controlled(grammar::Grammar),
     /// A route given by the test, with what the requests were.
     Scripted {
         route: Box<Route>,
@@ -275,6 +281,7 @@ impl State {
                 };
                 (Duration::ZERO, answer)
             }
+            Routes::Controlled(_) => unreachable!("`grammar::serve` answers these"),
         }
     }
 
@@ -449,6 +456,8 @@ fn standard(path: &str, flaky: &Mutex<HashMap<String, u32>>, bodies: &Mutex<Byte
 /// A running loopback server; dropping it stops it.
 pub struct LoopbackServer {
     addr: SocketAddr,
+    /// The control port of a controlled server.
+    control: Option<SocketAddr>,
     state: Arc<State>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -517,6 +526,19 @@ impl LoopbackServer {
         LoopbackServer::spawn(0, Duration::ZERO, routes)
     }
 
+    /// Starts a server of the Python tests' routes on a free port, and its control port (see
+    /// [`LoopbackServer::control_url`]); a connection idle for `idle_timeout` without a request
+    /// is closed.
+    pub fn controlled(idle_timeout: Option<Duration>) -> io::Result<LoopbackServer> {
+        let routes = Routes::Controlled(grammar::Grammar::new(idle_timeout));
+        LoopbackServer::spawn(0, Duration::ZERO, routes)
+    }
+
+    /// The base URL of a controlled server's control port.
+    pub fn control_url(&self) -> Option<String> {
+        self.control.map(|addr| format!("http://{addr}"))
+    }
+
     /// Serves `body` at `path` with this `etag` (replacing what was there) on a files server.
     /// A `path` with a query is served for that exact target only; an empty `etag` sends none.
     pub fn put_file(&self, path: &str, body: impl Into<Bytes>, etag: &str) {
@@ -551,47 +573,36 @@ impl LoopbackServer {
             routes,
             timer: Arc::clone(&timer.queue),
         });
+        let control = match &state.routes {
+            Routes::Controlled(_) => {
+                let control = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+                control.set_nonblocking(true)?;
+                Some(control)
+            }
+            _ => None,
+        };
+        let control_addr = control.as_ref().map(|c| c.local_addr()).transpose()?;
         let (stop, stopped) = oneshot::channel::<()>();
         let shared = Arc::clone(&state);
         let thread = std::thread::Builder::new()
             .name("dlrs-loopback".to_owned())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let Ok(listener) = TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    let mut stopped = stopped;
-                    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-                    loop {
-                        // A free slot first: past the limit, connections wait in the backlog.
-                        let slot = std::pin::pin!(Arc::clone(&slots).acquire_owned());
-                        let slot = match select(slot, &mut stopped).await {
-                            Either::Left((Ok(slot), _)) => slot,
-                            Either::Left((Err(_), _)) | Either::Right(_) => return,
-                        };
-                        let accept = std::pin::pin!(listener.accept());
-                        match select(accept, &mut stopped).await {
-                            Either::Left((Ok((stream, _)), _)) => {
-                                let _ = stream.set_nodelay(true);
-                                shared.connections.fetch_add(1, Ordering::Relaxed);
-                                let shared = Arc::clone(&shared);
-                                tokio::spawn(async move {
-                                    let _slot = slot;
-                                    serve(stream, shared).await
-                                });
-                            }
-                            // A failed accept (out of descriptors): try again shortly.
-                            Either::Left((Err(_), _)) => {
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
-                            Either::Right(_) => return,
+                    let data = accept(listener, Arc::clone(&shared), false);
+                    let control = async move {
+                        match control {
+                            Some(control) => accept(control, shared, true).await,
+                            None => std::future::pending().await,
                         }
-                    }
+                    };
+                    let serving = futures::future::join(data, control);
+                    let _ = select(std::pin::pin!(serving), stopped).await;
                 });
                 // Dropping the runtime here cancels the connections still open.
             })?;
         Ok(LoopbackServer {
             addr,
+            control: control_addr,
             state,
             stop: Some(stop),
             thread: Some(thread),
@@ -633,7 +644,7 @@ impl LoopbackServer {
     pub fn hits(&self, target: &str) -> u32 {
         match &self.state.routes {
             Routes::Scripted { hits, .. } => lock(hits).get(target).copied().unwrap_or(0),
-            Routes::Standard { .. } | Routes::Files { .. } => 0,
+            Routes::Standard { .. } | Routes::Files { .. } | Routes::Controlled(_) => 0,
         }
     }
 
@@ -643,7 +654,7 @@ impl LoopbackServer {
             Routes::Scripted { headers, .. } | Routes::Files { headers, .. } => {
                 lock(headers).clone()
             }
-            Routes::Standard { .. } => Vec::new(),
+            Routes::Standard { .. } | Routes::Controlled(_) => Vec::new(),
         }
     }
 }
@@ -655,6 +666,45 @@ impl Drop for LoopbackServer {
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// Accepts connections on `listener` (the control port's if `control`) until cancelled.
+async fn accept(listener: std::net::TcpListener, state: Arc<State>, control: bool) {
+    let Ok(listener) = TcpListener::from_std(listener) else {
+        return;
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        // A free slot first: past the limit, connections wait in the backlog.
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                if !control {
+                    state.connections.fetch_add(1, Ordering::Relaxed);
+                }
+                let state = Arc::clone(&state);
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    match (&state.routes, control) {
+                        (Routes::Controlled(grammar), true) => {
+                            control::serve(stream, grammar).await;
+                        }
+                        (Routes::Controlled(grammar), false) => {
+                            grammar::serve(stream, &state, grammar).await;
+                        }
+                        _ => {
+                            let _ = serve(stream, Arc::clone(&state)).await;
+                        }
+                    }
+                });
+            }
+            // A failed accept (out of descriptors): try again shortly.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
 }
@@ -820,6 +870,12 @@ fn reason(status: u16) -> &'static str {
         302 => "Found",
         307 => "Temporary Redirect",
         400 => "Bad Request",
+        401 => "Unauthorized",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        504 => "Gateway Timeout",
         403 => "Forbidden",
         404 => "Not Found",
         412 => "Precondition Failed",
@@ -827,7 +883,7 @@ fn reason(status: u16) -> &'static str {
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
-        _ => "Status",
+        _ => "Unknown",
     }
 }
 
@@ -873,7 +929,7 @@ mod tests {
         assert_eq!(get(server.addr(), "/bytes/9000?i=3").1, bytes_body(9000));
         match &server.state.routes {
             Routes::Standard { bodies, .. } => assert_eq!(lock(bodies).len(), 9000),
-            Routes::Scripted { .. } | Routes::Files { .. } => unreachable!(),
+            _ => unreachable!(),
         }
         assert_eq!(
             get(server.addr(), &format!("/bytes/{}", MAX_BODY + 1)).0,
