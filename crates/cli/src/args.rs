@@ -83,6 +83,10 @@ stdout, then serves until stdin reaches its end (the parent closed the pipe or e
 a terminal), or until killed with --until-killed. On stopping it prints on stderr the requests
 answered, the connections accepted and the most requests answered at once.
 
+With --control it serves the routes and query grammar of the Python tests instead (documented in
+tests/servers/http.py: seeded bodies, delays, statuses, faults, scripted replies, files) and
+prints a second URL, its control port (JSON; see dlrs_io::test_server).
+
 Examples:
   dlrs serve --latency-ms 10 --port 0
   dlrs serve --latency-ms 10 --dir shards/
@@ -246,6 +250,13 @@ pub struct ServeArgs {
     /// ETags.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Serve the Python tests' routes and query grammar instead, and print a second URL: the
+    /// control port that scripts replies, puts files and reports the requests.
+    #[arg(long, conflicts_with_all = ["dir", "latency_ms", "port", "until_killed"])]
+    pub control: bool,
+    /// With --control: close a connection idle this long without a request.
+    #[arg(long, value_name = "SECONDS", requires = "control", value_parser = values::parse_seconds)]
+    pub idle_timeout: Option<Duration>,
 }
 
 /// `dlrs parity`.

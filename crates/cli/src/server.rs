@@ -1,7 +1,8 @@
 //! `dlrs serve`: dlrs-io's loopback HTTP server (`dlrs_io::test_server`, with its latency timed
 //! to about 0.1 ms) in a process of its own, for `benches/http_loaders.py`; `dlrs bench http`
 //! and the tests start the same server in-process. With `--dir`, it also serves the regular
-//! files inside a directory, streamed, with ranges and ETags (`benches/tar_shards.py`).
+//! files inside a directory, streamed, with ranges and ETags (`benches/tar_shards.py`). With
+//! `--control`, it is the server of the Python tests (`tests/servers/http.py`).
 
 use std::io::{BufRead, Write};
 use std::time::Duration;
@@ -31,9 +32,16 @@ pub fn run(
             Err(e) => return Err(usage(format!("--dir {}: {e}", dir.display()))),
         }
     }
-    let server = LoopbackServer::serve_dir(args.port, delay, args.dir.clone())
-        .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+    let server = if args.control {
+        LoopbackServer::controlled(args.idle_timeout)
+    } else {
+        LoopbackServer::serve_dir(args.port, delay, args.dir.clone())
+    };
+    let server = server.with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
     writeln!(out, "{}", server.base_url())?;
+    if let Some(control) = server.control_url() {
+        writeln!(out, "{control}")?;
+    }
     out.flush()?;
     if args.until_killed {
         loop {
@@ -92,6 +100,8 @@ mod tests {
                 port: 0,
                 until_killed: false,
                 dir: None,
+                control: false,
+                idle_timeout: None,
             };
             /// Hands each write on to the test.
             struct Out(std::sync::mpsc::Sender<Vec<u8>>);
