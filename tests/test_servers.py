@@ -3,6 +3,7 @@ declares, and stops without leaving threads, processes or listening ports behind
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
@@ -13,6 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -110,8 +112,15 @@ def _port_closed(port: int) -> bool:
         return True
 
 
-def _threads_named(fragment: str) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if fragment in t.name]
+def _serve_children() -> set[int]:
+    """The children of this process that run ``dlrs serve``."""
+    children = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            if ppid == os.getpid() and b"serve" in (entry / "cmdline").read_bytes().split(b"\0"):
+                children.add(int(entry.name))
+    return children
 
 
 def _process_gone(pid: int) -> bool:
@@ -508,11 +517,11 @@ def test_http_bad_parameters_are_400(http_server: HttpTestServer) -> None:
 # --------------------------------------------------------------------------- HTTP: life cycle
 
 
-def test_http_stop_joins_thread_and_closes_connections() -> None:
-    before = len(_threads_named("dlrs-test-http"))
+def test_http_stop_ends_the_process_and_closes_connections() -> None:
     server = HttpTestServer().start()
-    port = server.port
-    assert len(_threads_named("dlrs-test-http")) == before + 1
+    port, pid = server.port, server.pid
+    assert pid is not None
+    assert not _process_gone(pid)
     idle = socket.create_connection(("127.0.0.1", port), timeout=10)  # an idle keep-alive client
     stalled = socket.create_connection(("127.0.0.1", port), timeout=10)  # a stalled answer
     try:
@@ -525,7 +534,7 @@ def test_http_stop_joins_thread_and_closes_connections() -> None:
     finally:
         server.stop()
     assert not server.running
-    assert len(_threads_named("dlrs-test-http")) == before
+    assert _process_gone(pid)
     assert _port_closed(port)
     for sock in (idle, stalled):
         with sock:
@@ -790,7 +799,7 @@ def test_missing_azurite_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 
 
 @pytest.fixture(autouse=True)
-def _no_leaked_http_threads() -> Iterator[None]:
-    before = len(_threads_named("dlrs-test-http"))
+def _no_leaked_http_servers() -> Iterator[None]:
+    before = _serve_children()
     yield
-    assert len(_threads_named("dlrs-test-http")) <= before
+    assert _serve_children() <= before

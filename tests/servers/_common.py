@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import itertools
@@ -152,9 +153,13 @@ def wait_for_http(url: str, timeout: float, process: subprocess.Popen[bytes] | N
 
 
 class ManagedProcess:
-    """A server subprocess whose output goes to a log file; :meth:`stop` ends and reaps it."""
+    """A server subprocess whose output goes to a log file; :meth:`stop` ends and reaps it.
 
-    def __init__(self, argv: Sequence[str], name: str, cwd: str | None = None) -> None:
+    With ``stdin=True`` its input is a pipe, and :meth:`stop` first closes it (a server that
+    stops at the end of its input gets to end by itself).
+    """
+
+    def __init__(self, argv: Sequence[str], name: str, cwd: str | None = None, *, stdin: bool = False) -> None:
         self.argv = list(argv)
         self.name = name
         # closed by stop(): the file outlives this method
@@ -164,7 +169,7 @@ class ManagedProcess:
         self.log_path = Path(self._log.name)
         self.process = subprocess.Popen(
             self.argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=cwd,
@@ -184,8 +189,26 @@ class ManagedProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def first_lines(self, n: int, timeout: float) -> list[str]:
+        """The first ``n`` lines of the output, once written; RuntimeError (with the log's tail)
+        if the process exits first or ``timeout`` seconds pass."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.log_path.read_text(errors="replace").splitlines(keepends=True)[:n]
+            if len(lines) == n and lines[-1].endswith("\n"):
+                return [line.rstrip("\n") for line in lines]
+            if not self.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} printed no {n} lines\n{self.log_tail()}")
+            time.sleep(0.005)
+
     def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after ``timeout`` seconds; waits for the exit (idempotent)."""
+        """Closes the input, if a pipe, and waits ``timeout`` seconds for the exit; then SIGTERM,
+        then SIGKILL after ``timeout`` seconds; waits for the exit (idempotent)."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=timeout)
         if self.process.poll() is None:
             self.process.terminate()
             try:
