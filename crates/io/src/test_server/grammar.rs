@@ -134,7 +134,9 @@ pub(super) struct File {
 /// One request as the server saw it (`RequestRecord` in Python).
 pub(super) struct Record {
     pub(super) method: String,
+    /// Decoded, without the query.
     pub(super) path: String,
+    /// As sent.
     pub(super) target: String,
     pub(super) query: Params,
     pub(super) headers: Params,
@@ -148,8 +150,11 @@ pub(super) struct Record {
 /// What the test set and what the server counted.
 #[derive(Default)]
 pub(super) struct Inner {
+    /// Parameters under every request's query.
     pub(super) defaults: Params,
+    /// The steps still to come, per path.
     pub(super) scripts: HashMap<String, VecDeque<Params>>,
+    /// The requests seen per `fail=` key.
     pub(super) counters: HashMap<String, u64>,
     pub(super) files: HashMap<String, File>,
     pub(super) records: Vec<Record>,
@@ -157,6 +162,7 @@ pub(super) struct Inner {
     pub(super) epoch: u64,
     pub(super) in_flight: u64,
     pub(super) max_in_flight: u64,
+    /// Connections open now, at most at once, and accepted since the start (never reset).
     pub(super) open: u64,
     pub(super) max_open: u64,
     pub(super) opened: u64,
