@@ -147,4 +147,27 @@ mod tests {
             "dlrs serve: 1 requests on 1 connections, at most 1 at once\n"
         );
     }
+
+    #[test]
+    fn a_controlled_server_prints_its_control_url_too() {
+        let args = ServeArgs {
+            latency_ms: 0.0,
+            port: 0,
+            until_killed: false,
+            dir: None,
+            control: true,
+            idle_timeout: Some(Duration::from_secs(1)),
+        };
+        let (mut out, mut log) = (Vec::new(), Vec::new());
+        let status = run(&args, &mut out, &mut io::empty(), &mut log).unwrap();
+        assert_eq!(status, 0);
+        let out = String::from_utf8(out).unwrap();
+        let urls: Vec<&str> = out.lines().collect();
+        assert_eq!(urls.len(), 2, "{out}");
+        assert!(
+            urls.iter().all(|u| u.starts_with("http://127.0.0.1:")),
+            "{out}"
+        );
+        assert_ne!(urls[0], urls[1]);
+    }
 }

@@ -13,6 +13,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::future::Either;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -752,12 +753,16 @@ async fn wait_for_client(
     let mut wait = std::pin::pin!(wait);
     let mut chunk = [0u8; 4096];
     loop {
-        tokio::select! {
-            () = &mut wait => return true,
-            read = stream.read(&mut chunk) => match read {
-                Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
-                _ => return false,
-            },
+        let read = {
+            let read = std::pin::pin!(stream.read(&mut chunk));
+            match futures::future::select(wait.as_mut(), read).await {
+                Either::Left(((), _)) => return true,
+                Either::Right((read, _)) => read,
+            }
+        };
+        match read {
+            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => return false,
         }
     }
 }
