@@ -642,6 +642,7 @@ impl Grammar {
         } else {
             "application/octet-stream"
         };
+        let outcome = fault.as_deref().unwrap_or("ok");
         let fault = match fault.as_deref() {
             None => None,
             Some(kind) => {
@@ -662,10 +663,7 @@ impl Grammar {
             }
         };
         Ok(Decision {
-            outcome: fault
-                .as_ref()
-                .map_or("ok", |_| params["fault"].as_str())
-                .to_owned(),
+            outcome: outcome.to_owned(),
             status: ok_status,
             headers,
             content_type,
@@ -713,8 +711,14 @@ impl Grammar {
         if let Ok(delay) = decided
             && !delay.is_zero()
         {
-            let due = req.read_at + delay;
-            if !wait_for_client(stream, buf, state.timer.sleep_until(due)).await {
+            // A delay past the end of time never ends.
+            let sleep = async {
+                match req.read_at.checked_add(delay) {
+                    Some(due) => state.timer.sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            if !wait_for_client(stream, buf, sleep).await {
                 self.set_outcome(at, "client-gone".into());
                 self.finish();
                 return Ok(false);
@@ -971,6 +975,16 @@ mod tests {
         };
         assert!(get("/bytes/10?delay=x").contains("\r\n\r\ndelay must be a number, got 'x'\n"));
         assert!(get("/item/1?fault=explode").starts_with("HTTP/1.1 400 "));
+        // A delay too long for the clock waits for ever, as a client that leaves finds.
+        let stalled = std::net::TcpStream::connect(&*addr).unwrap();
+        let mut writer = &stalled;
+        std::io::Write::write_all(&mut writer, b"GET /item/1?delay=1e19 HTTP/1.1\r\n\r\n").unwrap();
+        drop(stalled);
+        let gone = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            control(&server, "GET", "/requests", "").contains(r#""outcome":"client-gone""#)
+        });
+        assert!(gone);
         let answer = get("/item/2?status=503&retry_after=1");
         assert!(answer.starts_with("HTTP/1.1 503 ") && answer.contains("Retry-After: 1\r\n"));
         assert!(get("/bytes/abc").starts_with("HTTP/1.1 404 "));
