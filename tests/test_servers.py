@@ -176,6 +176,9 @@ def test_http_item_route_and_urls(http_server: HttpTestServer) -> None:
     assert http_server.url("echo", a=1, b=None) == f"http://127.0.0.1:{http_server.port}/echo?a=1"
     assert _get(http_server.item_url(3))[2] == b"item-3"
     assert _get(http_server.item_url(3, size=70000))[2] == expected_body(70000, 3)
+    # the server's bodies are Rust's: negative and 64-bit seeds agree with Python's too
+    assert _get(http_server.item_url(-3, size=1000))[2] == item_body(-3, 1000)
+    assert _get(http_server.bytes_url(1000, seed=2**63 + 5))[2] == expected_body(1000, 2**63 + 5)
     assert _get(http_server.url("/health"))[2] == b"ok"
     assert _get(http_server.url("/nope"))[0] == 404
     assert _get(http_server.url("/bytes/abc"))[0] == 404
