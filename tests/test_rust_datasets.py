@@ -395,16 +395,20 @@ def test_http_dataset_defaults_and_repr():
     assert len(HttpDataset([])) == 0
 
 
+# Each Rust dataset's constructors, with arguments that make one without touching a server.
+CONSTRUCTORS = [
+    (HttpDataset, (["http://127.0.0.1:9/a"],)),
+    (HttpDataset.from_template, ("http://127.0.0.1:9/{name}", {"name": ["a"]})),
+    (FileDataset, (["/x/a"],)),
+    (FileDataset.from_template, ("/x/{name}", {"name": ["a"]})),
+    (ObjectStoreDataset, ("file:///tmp", ["a"])),
+    (ObjectStoreDataset.from_template, ("file:///tmp", "{name}", {"name": ["a"]})),
+]
+
+
 @pytest.mark.parametrize(
     ("make", "args"),
-    [
-        (HttpDataset, (["http://127.0.0.1:9/a"],)),
-        (HttpDataset.from_template, ("http://127.0.0.1:9/{name}", {"name": ["a"]})),
-        (FileDataset, (["/x/a"],)),
-        (FileDataset.from_template, ("/x/{name}", {"name": ["a"]})),
-        (ObjectStoreDataset, ("file:///tmp", ["a"])),
-        (ObjectStoreDataset.from_template, ("file:///tmp", "{name}", {"name": ["a"]})),
-    ],
+    CONSTRUCTORS,
 )
 def test_signature_shows_the_real_defaults(make, args):
     # The keyword defaults the signature shows (and _native.pyi repeats; stubtest compares the
@@ -417,15 +421,7 @@ def test_signature_shows_the_real_defaults(make, args):
 
 @pytest.mark.parametrize(
     ("make", "args"),
-    [
-        (HttpDataset, (["http://127.0.0.1:9/a"],)),
-        (HttpDataset.from_template, ("http://127.0.0.1:9/{name}", {"name": ["a"]})),
-        (FileDataset, (["/x/a"],)),
-        (FileDataset.from_template, ("/x/{name}", {"name": ["a"]})),
-        (ObjectStoreDataset, ("file:///tmp", ["a"])),
-        (ObjectStoreDataset.from_template, ("file:///tmp", "{name}", {"name": ["a"]})),
-        (TarDataset, (["/x/a.tar"],)),
-    ],
+    [*CONSTRUCTORS, (TarDataset, (["/x/a.tar"],))],
 )
 def test_the_keywords_taken_are_those_the_signature_shows(make, args):
     # A constructor's keyword list is written once, in Rust; its refusal names it. The

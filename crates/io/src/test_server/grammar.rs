@@ -134,18 +134,18 @@ pub(super) struct File {
 
 /// One request as the server saw it (`RequestRecord` in Python).
 pub(super) struct Record {
-    pub(super) method: String,
+    pub method: String,
     /// Decoded, without the query.
-    pub(super) path: String,
+    pub path: String,
     /// As sent.
-    pub(super) target: String,
-    pub(super) query: Params,
-    pub(super) headers: Params,
+    pub target: String,
+    pub query: Params,
+    pub headers: Params,
     /// Seconds from the server's start to the end of the request's head.
-    pub(super) time: f64,
-    pub(super) connection: u64,
-    pub(super) outcome: String,
-    pub(super) params: Params,
+    pub time: f64,
+    pub connection: u64,
+    pub outcome: String,
+    pub params: Params,
 }
 
 /// What the test set and what the server counted.
@@ -809,13 +809,13 @@ async fn send(
 /// Writes the answer `decision` describes; whether the connection stays open.
 async fn perform(stream: &mut TcpStream, decision: Decision, head_only: bool) -> io::Result<bool> {
     let Decision {
-        status,
-        headers,
-        content_type,
-        body,
-        keep_alive,
-        chunk,
         fault,
+        chunk,
+        keep_alive,
+        body,
+        content_type,
+        headers,
+        status,
         ..
     } = decision;
     let length = chunk.is_none().then(|| body.len());
