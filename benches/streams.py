@@ -108,13 +108,15 @@ def parquet_runs(n: int, bs: int, tmp: str, per_batch: bool) -> tuple[dict[str, 
     def tokenise_batch(rows: list[dict[str, Any]]) -> list[list[int]]:
         return [e.ids for e in tokenizer.encode_batch([r["text"] for r in rows])]
 
-    if per_batch:
-        ours = PyDataloader(ds, batch_size=bs, num_workers=2, stream_readers="per_worker", collate_fn=tokenise_batch)
-    else:
-        ours = PyDataloader(ds, batch_size=bs, num_workers=2, stream_readers="per_worker", transform=tokenise)
-    runs: dict[str, Callable[[], float]] = {
-        "dataloader-rs, 2 workers, per_worker": lambda: epoch(ours, n),
-    }
+    step: dict[str, Any] = {"collate_fn": tokenise_batch} if per_batch else {"transform": tokenise}
+    runs: dict[str, Callable[[], float]] = {}
+    one = PyDataloader(ds, batch_size=bs, num_workers=2, **step)
+    runs["dataloader-rs, 2 workers, one reader"] = lambda: epoch(one, n)
+    # A reader per worker splits the shards through torch's get_worker_info(), which `datasets`
+    # asks: without torch each reader would read every shard.
+    if tud is not None:
+        ours = PyDataloader(ds, batch_size=bs, num_workers=2, stream_readers="per_worker", **step)
+        runs["dataloader-rs, 2 workers, per_worker"] = lambda: epoch(ours, n)
     if tud is not None:
         if per_batch:
             theirs = tud.DataLoader(ds, batch_size=bs, num_workers=2, collate_fn=tokenise_batch)
