@@ -83,5 +83,5 @@ pub use retry::{RetryOptions, seconds};
 pub use runtime::{MAX_THREADS, Runtime};
 pub use stats::{IoSnapshot, IoStats};
 #[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
-pub use tar::{Sample, TarDataset, TarOptions};
+pub use tar::{Sample, TarDataset, TarOptions, TarStream};
 pub use template::{Column, Target, Template};

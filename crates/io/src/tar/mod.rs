@@ -29,6 +29,7 @@
 mod index;
 mod parse;
 mod source;
+mod stream;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,6 +47,7 @@ use crate::stats::IoStats;
 use index::Version;
 pub use parse::{Member, split_name};
 use source::{Place, Transports, parse_error};
+pub use stream::{Position, Read, TarStream};
 
 /// Shards indexed at once when a dataset is opened.
 const INDEX_CONCURRENCY: usize = 16;
@@ -237,67 +239,7 @@ impl TarDataset {
     /// A shard that cannot be read or is not a whole tar archive fails the whole dataset,
     /// naming the shard.
     pub async fn open(locations: Vec<String>, options: TarOptions) -> Result<TarDataset, Error> {
-        #[cfg_attr(
-            not(any(feature = "http", feature = "object-store")),
-            allow(unused_mut)
-        )]
-        let mut transports = Transports {
-            #[cfg(feature = "http")]
-            http: None,
-            #[cfg(feature = "object-store")]
-            stores: Vec::new(),
-            options: options.fetch,
-        };
-        #[cfg(feature = "object-store")]
-        let mut roots: Vec<String> = Vec::new();
-        let mut shards = Vec::with_capacity(locations.len());
-        for location in &locations {
-            let (place, shown, key) = match place_of(location)? {
-                #[cfg(feature = "file")]
-                Kind::File(path) => {
-                    let key = std::fs::canonicalize(&path)
-                        .unwrap_or_else(|_| path.clone())
-                        .display()
-                        .to_string();
-                    (Place::File(path.clone()), path.display().to_string(), key)
-                }
-                #[cfg(feature = "http")]
-                Kind::Http => {
-                    crate::http::check_url(location)?;
-                    if transports.http.is_none() {
-                        transports.http = Some(source::Http {
-                            headers: crate::http::header_map(&options.headers)?,
-                            connect_timeout: options.connect_timeout,
-                            client: dlrs_core::per_process::PerProcess::new(),
-                        });
-                    }
-                    let shown = redact_url(location);
-                    let key = remote_key(location, &shown);
-                    (Place::Http(location.clone()), shown, key)
-                }
-                #[cfg(feature = "object-store")]
-                Kind::Object => {
-                    let root = crate::object::StoreRef::root(location);
-                    let (store, path) = crate::object::StoreRef::open(
-                        location,
-                        &options.store_options,
-                        options.fetch.timeout,
-                    )?;
-                    let at = match roots.iter().position(|r| *r == root) {
-                        Some(at) => at,
-                        None => {
-                            roots.push(root);
-                            transports.stores.push(store);
-                            transports.stores.len() - 1
-                        }
-                    };
-                    let shown = redact_url(location);
-                    let key = remote_key(location, &shown);
-                    (Place::Object { store: at, path }, shown, key)
-                }
-            };
-            shards.push((place, shown, key));
-        }
+        let (transports, shards) = resolve(&locations, &options)?;
         let stats = IoStats::default();
         let dir = options.index_dir.as_deref();
         // Indices, not references, so that the future is Send (closures over references are
@@ -407,6 +349,78 @@ impl TarDataset {
 fn remote_key(location: &str, shown: &str) -> String {
     let hash = |seed| crate::cache::stable_hash(location.as_bytes(), seed);
     format!("{shown}#{:016x}{:016x}", hash(4), hash(5))
+}
+
+/// The shards at `locations`: each one's place, its location redacted (for messages) and its
+/// key (for its index and the cache); and the transports that read them (one HTTP client, one
+/// store per bucket or container).
+#[allow(clippy::type_complexity)]
+fn resolve(
+    locations: &[String],
+    options: &TarOptions,
+) -> Result<(Transports, Vec<(Place, String, String)>), Error> {
+    #[cfg_attr(
+        not(any(feature = "http", feature = "object-store")),
+        allow(unused_mut)
+    )]
+    let mut transports = Transports {
+        #[cfg(feature = "http")]
+        http: None,
+        #[cfg(feature = "object-store")]
+        stores: Vec::new(),
+        options: options.fetch,
+    };
+    #[cfg(feature = "object-store")]
+    let mut roots: Vec<String> = Vec::new();
+    let mut shards = Vec::with_capacity(locations.len());
+    for location in locations {
+        let (place, shown, key) = match place_of(location)? {
+            #[cfg(feature = "file")]
+            Kind::File(path) => {
+                let key = std::fs::canonicalize(&path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+                    .to_string();
+                (Place::File(path.clone()), path.display().to_string(), key)
+            }
+            #[cfg(feature = "http")]
+            Kind::Http => {
+                crate::http::check_url(location)?;
+                if transports.http.is_none() {
+                    transports.http = Some(source::Http {
+                        headers: crate::http::header_map(&options.headers)?,
+                        connect_timeout: options.connect_timeout,
+                        client: dlrs_core::per_process::PerProcess::new(),
+                    });
+                }
+                let shown = redact_url(location);
+                let key = remote_key(location, &shown);
+                (Place::Http(location.clone()), shown, key)
+            }
+            #[cfg(feature = "object-store")]
+            Kind::Object => {
+                let root = crate::object::StoreRef::root(location);
+                let (store, path) = crate::object::StoreRef::open(
+                    location,
+                    &options.store_options,
+                    options.fetch.timeout,
+                )?;
+                let at = match roots.iter().position(|r| *r == root) {
+                    Some(at) => at,
+                    None => {
+                        roots.push(root);
+                        transports.stores.push(store);
+                        transports.stores.len() - 1
+                    }
+                };
+                let shown = redact_url(location);
+                let key = remote_key(location, &shown);
+                (Place::Object { store: at, path }, shown, key)
+            }
+        };
+        shards.push((place, shown, key));
+    }
+    Ok((transports, shards))
 }
 
 /// What kind of place a location names.

@@ -165,6 +165,12 @@ impl Indexer {
         }
     }
 
+    /// The members found since the last call (a reader that keeps no index takes them as
+    /// their headers arrive).
+    pub(crate) fn take_members(&mut self) -> Vec<Member> {
+        std::mem::take(&mut self.members)
+    }
+
     /// Passes over `n` bytes, at most [`Indexer::skippable`].
     pub(crate) fn skip(&mut self, n: u64) {
         if let State::Skip { remaining } = &mut self.state {

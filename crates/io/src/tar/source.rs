@@ -781,3 +781,171 @@ impl Transports {
         .await
     }
 }
+
+// ------------------------------------------------------------------------- whole shards
+
+/// A shard's bytes from its first to its last, as they arrive (a [`super::TarStream`]'s read).
+pub(crate) type Body = futures::stream::BoxStream<'static, Result<Bytes, Error>>;
+
+/// The bytes of one read of a file shard.
+#[cfg(feature = "file")]
+const FILE_CHUNK: usize = 256 << 10;
+
+/// The error of a failure in the middle of a body: there is no other attempt, the bytes before
+/// it were handed on.
+#[cfg(any(feature = "http", feature = "object-store"))]
+fn failed(failure: Failure, shown: &str) -> Error {
+    match failure {
+        Failure::Transient { error, .. } | Failure::Fatal(error) => error,
+        Failure::TimedOut => Error::Timeout {
+            location: shown.to_owned(),
+            attempts: 1,
+        },
+    }
+}
+
+impl Transports {
+    /// The whole shard at `place`, front to back, and its size when known (a file's, an
+    /// answer's Content-Length): reads of a file in order, one GET without `Range`, one GET of
+    /// an object. The request is retried as every request is; once bytes have arrived, a
+    /// failure is an error (without ranges, nothing can go on from the middle).
+    #[cfg_attr(
+        not(any(feature = "http", feature = "object-store")),
+        allow(unused_variables)
+    )]
+    pub(crate) async fn whole(
+        &self,
+        place: &Place,
+        shown: &str,
+        stats: &IoStats,
+    ) -> Result<(Option<u64>, Body), Error> {
+        use futures::StreamExt;
+        match place {
+            #[cfg(feature = "file")]
+            Place::File(path) => {
+                let (path, owned) = (path.clone(), shown.to_owned());
+                let (file, size) = blocking(move || open_regular(&path, &owned)).await?;
+                let file = std::sync::Arc::new(file);
+                let shown = shown.to_owned();
+                let body = futures::stream::try_unfold(0u64, move |at| {
+                    let (file, shown) = (file.clone(), shown.clone());
+                    async move {
+                        let chunk = blocking(move || {
+                            let mut buf = vec![0u8; FILE_CHUNK];
+                            let n =
+                                read_at(&file, &mut buf, at).map_err(|e| Error::io(&shown, e))?;
+                            buf.truncate(n);
+                            Ok(buf)
+                        })
+                        .await?;
+                        if chunk.is_empty() {
+                            return Ok(None);
+                        }
+                        let next = at + chunk.len() as u64;
+                        Ok(Some((Bytes::from(chunk), next)))
+                    }
+                });
+                Ok((Some(size), body.boxed()))
+            }
+            #[cfg(feature = "http")]
+            Place::Http(url) => self.http_whole(url, shown, stats).await,
+            #[cfg(feature = "object-store")]
+            Place::Object { store, path } => {
+                let store = self.stores[*store].store()?;
+                let result = self
+                    .attempts(self.options.timeout, shown, stats, |n| {
+                        crate::object::observed(async move {
+                            store
+                                .get_opts(path, GetOptions::default())
+                                .await
+                                .map_err(|e| store_error(e, shown, n))
+                        })
+                    })
+                    .await?;
+                let size = result.meta.size;
+                let shown = shown.to_owned();
+                let body = result
+                    .into_stream()
+                    .map(move |c| c.map_err(|e| failed(store_error(e, &shown, 1), &shown)));
+                Ok((Some(size), body.boxed()))
+            }
+        }
+    }
+}
+
+/// Opens a file shard to read it whole: links are followed (as for a map-style shard), but
+/// only a regular file is read (the open does not wait for a FIFO's writer).
+#[cfg(feature = "file")]
+fn open_regular(path: &std::path::Path, shown: &str) -> Result<(std::fs::File, u64), Error> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(|e| Error::io(shown, e))?;
+    let meta = file.metadata().map_err(|e| Error::io(shown, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidData {
+            location: shown.to_owned(),
+            message: "not a regular file (a directory, a FIFO or a device)".into(),
+        });
+    }
+    Ok((file, meta.len()))
+}
+
+#[cfg(feature = "http")]
+impl Transports {
+    /// One GET without `Range`; the timeout bounds the wait for the answer and for each piece
+    /// of the body.
+    async fn http_whole(
+        &self,
+        url: &str,
+        shown: &str,
+        stats: &IoStats,
+    ) -> Result<(Option<u64>, Body), Error> {
+        use futures::StreamExt;
+        let http = self.http()?;
+        let client = http.client()?;
+        let timeout = self.options.timeout;
+        let response = self
+            .attempts(timeout, shown, stats, |n| async move {
+                let response =
+                    crate::http::get(client, &http.headers, &HeaderMap::new(), url).await?;
+                let status = response.status().as_u16();
+                if !response.status().is_success() {
+                    let error = Error::Http {
+                        status,
+                        url: shown.to_owned(),
+                        attempts: n,
+                    };
+                    let wait = retry::retry_after(response.headers(), std::time::SystemTime::now());
+                    return Err(Failure::status(error, status, wait));
+                }
+                Ok(response)
+            })
+            .await?;
+        let size = response.content_length();
+        let (url, shown) = (url.to_owned(), shown.to_owned());
+        let within = timeout.unwrap_or(Duration::MAX);
+        let body = futures::stream::unfold(Some(response), move |response| {
+            let (url, shown) = (url.clone(), shown.clone());
+            async move {
+                let mut response = response?;
+                let chunk = tokio::time::timeout(within, response.chunk())
+                    .await
+                    .map_err(|_| Failure::TimedOut)
+                    .and_then(|c| c.map_err(|e| crate::http::failure(e, &url)))
+                    .map_err(|f| failed(f, &shown));
+                match chunk {
+                    Ok(Some(chunk)) => Some((Ok(chunk), Some(response))),
+                    Ok(None) => None,
+                    // Nothing after an error.
+                    Err(e) => Some((Err(e), None)),
+                }
+            }
+        });
+        Ok((size, body.boxed()))
+    }
+}

@@ -1,0 +1,382 @@
+//! `TarStream` end to end: tar and gzip shards as files and from servers without ranges, in
+//! chunks of every size; shard orders, positions, and hostile shards.
+
+use std::io::Write;
+use std::path::Path;
+
+use futures::StreamExt;
+
+use super::super::parse::tests::{Long, Writer};
+use super::*;
+use crate::FetchOptions;
+use crate::runtime::Runtime;
+#[cfg(feature = "http")]
+use crate::test_server::{LoopbackServer, Reply};
+use crate::test_util::{TempDir, assert_too_large};
+
+/// Sample `key`'s members in the test shards: a `jpg` of a few hundred bytes and a `cls`.
+fn members_of(key: &str) -> Vec<(String, Vec<u8>)> {
+    let seed = key.bytes().map(usize::from).sum::<usize>();
+    let jpg = (0..300 + seed % 700)
+        .map(|i| (i * 31 + seed) as u8)
+        .collect();
+    vec![("jpg".into(), jpg), ("cls".into(), key.as_bytes().to_vec())]
+}
+
+/// A shard of samples `keys`, with a directory and a member of no sample among them.
+fn shard(keys: &[&str]) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.special("images/", b'5');
+    for key in keys {
+        for (ext, data) in members_of(key) {
+            w.file(&format!("{key}.{ext}"), &data, Long::Pax);
+        }
+    }
+    w.file("README", b"of no sample", Long::Ustar);
+    w.finish()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.display().to_string()
+}
+
+fn open(locations: &[String], options: TarOptions) -> TarStream {
+    TarStream::new(locations.to_vec(), options).unwrap()
+}
+
+fn read_all(stream: &TarStream, shards: Vec<usize>, start: Position) -> Vec<Read> {
+    let runtime = Runtime::new(Some(1)).unwrap();
+    runtime
+        .block_on(stream.read(shards, start).collect::<Vec<_>>())
+        .unwrap()
+}
+
+type Shape = Result<(String, Vec<(String, Vec<u8>)>), String>;
+
+/// Each read as its key and members, or its error's message.
+fn shapes(reads: &[Read]) -> Vec<Shape> {
+    reads
+        .iter()
+        .map(|r| match &r.sample {
+            Ok(s) => Ok((
+                s.key().to_owned(),
+                s.members()
+                    .map(|(e, b)| (e.to_owned(), b.to_vec()))
+                    .collect(),
+            )),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect()
+}
+
+fn expected(keys: &[&str]) -> Vec<Shape> {
+    keys.iter()
+        .map(|k| Ok(((*k).to_owned(), members_of(k))))
+        .collect()
+}
+
+#[test]
+fn tar_and_gzip_files_are_read_in_order() {
+    let dir = TempDir::new();
+    let a = write(&dir, "a.tar", &shard(&["000001", "000002"]));
+    let b = write(&dir, "b.tar.gz", &gzip(&shard(&["000003"])));
+    let c = write(&dir, "c.tgz", &gzip(&shard(&["000004", "000005"])));
+    let stream = open(&[a, b, c], TarOptions::default());
+    assert_eq!(stream.shards(), 3);
+    let reads = read_all(&stream, vec![0, 1, 2], Position::default());
+    let keys = ["000001", "000002", "000003", "000004", "000005"];
+    assert_eq!(shapes(&reads), expected(&keys));
+    let shards: Vec<usize> = reads.iter().map(|r| r.shard).collect();
+    assert_eq!(shards, [0, 0, 1, 2, 2]);
+    let after: Vec<(usize, u64)> = reads
+        .iter()
+        .map(|r| (r.after.shard, r.after.sample))
+        .collect();
+    assert_eq!(after, [(0, 1), (0, 2), (1, 1), (2, 1), (2, 2)]);
+}
+
+#[cfg(feature = "http")]
+/// A server without ranges, sending each shard in chunks of `size` bytes.
+fn chunked_server(shards: Vec<(&'static str, Vec<u8>)>, size: usize) -> LoopbackServer {
+    LoopbackServer::scripted(move |target, _| {
+        match shards.iter().find(|(name, _)| target == format!("/{name}")) {
+            Some((_, bytes)) => Reply::Chunked(bytes.chunks(size).map(<[u8]>::to_vec).collect()),
+            None => Reply::Status(404, Vec::new()),
+        }
+    })
+    .unwrap()
+}
+
+#[cfg(feature = "http")]
+#[test]
+fn chunks_of_any_size_from_a_server_without_ranges() {
+    let plain = shard(&["000001", "000002"]);
+    let packed = gzip(&shard(&["000003"]));
+    for size in [1, 7, 512, 513, 100_000] {
+        let server = chunked_server(
+            vec![("a.tar", plain.clone()), ("b.tgz", packed.clone())],
+            size,
+        );
+        let stream = open(
+            &[server.url("/a.tar"), server.url("/b.tgz")],
+            TarOptions::default(),
+        );
+        let reads = read_all(&stream, vec![0, 1], Position::default());
+        assert_eq!(
+            shapes(&reads),
+            expected(&["000001", "000002", "000003"]),
+            "{size}"
+        );
+    }
+}
+
+#[test]
+fn orders_are_shuffled_by_seed_and_epoch_and_split_by_reader() {
+    let locations: Vec<String> = (0..10).map(|i| format!("/s/{i}.tar")).collect();
+    let stream = open(&locations, TarOptions::default());
+    assert_eq!(stream.shards_of(None, 3, 0, 1), (0..10).collect::<Vec<_>>());
+    let first = stream.shards_of(Some(7), 0, 0, 1);
+    assert_eq!(
+        first,
+        stream.shards_of(Some(7), 0, 0, 1),
+        "the same for a seed and epoch"
+    );
+    assert_ne!(
+        first,
+        stream.shards_of(Some(7), 1, 0, 1),
+        "another epoch, another order"
+    );
+    assert_ne!(
+        first,
+        stream.shards_of(Some(8), 0, 0, 1),
+        "another seed, another order"
+    );
+    let mut sorted = first.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+    // Shard i of the order goes to reader i % 3.
+    let readers: Vec<Vec<usize>> = (0..3).map(|k| stream.shards_of(Some(7), 0, k, 3)).collect();
+    assert_eq!(readers[0], [first[0], first[3], first[6], first[9]]);
+    assert_eq!(readers[1], [first[1], first[4], first[7]]);
+    assert_eq!(readers[2], [first[2], first[5], first[8]]);
+}
+
+#[test]
+fn a_read_goes_on_from_any_position() {
+    let dir = TempDir::new();
+    let a = write(&dir, "a.tar", &shard(&["000001", "000002", "000003"]));
+    let b = write(&dir, "b.tar.gz", &gzip(&shard(&["000004", "000005"])));
+    let stream = open(&[a, b], TarOptions::default());
+    let all = shapes(&read_all(&stream, vec![1, 0], Position::default()));
+    let reads = read_all(&stream, vec![1, 0], Position::default());
+    for (k, read) in reads.iter().enumerate() {
+        let rest = shapes(&read_all(&stream, vec![1, 0], read.after));
+        assert_eq!(rest, all[k + 1..], "after item {k}");
+    }
+}
+
+#[test]
+fn a_truncated_shard_is_an_error_and_the_next_shard_is_read() {
+    let dir = TempDir::new();
+    let whole = shard(&["000001", "000002"]);
+    let cut = &whole[..whole.len() - 1024 - 700];
+    let a = write(&dir, "a.tar", cut);
+    let b = write(&dir, "b.tar.gz", &gzip(cut));
+    let c = write(&dir, "c.tar", &shard(&["000003"]));
+    let stream = open(&[a.clone(), b.clone(), c], TarOptions::default());
+    let reads = read_all(&stream, vec![0, 1, 2], Position::default());
+    let shapes = shapes(&reads);
+    assert_eq!(shapes.len(), 5, "{shapes:?}");
+    for (at, location) in [(1, &a), (3, &b)] {
+        assert_eq!(shapes[at - 1], expected(&["000001"])[0]);
+        let error = reads[at].sample.as_ref().unwrap_err();
+        assert!(matches!(error, Error::InvalidData { location: l, .. } if l == location));
+        assert!(error.to_string().contains("truncated"), "{error}");
+        assert_eq!(
+            reads[at].after,
+            Position {
+                shard: at / 2 + 1,
+                sample: 0
+            }
+        );
+    }
+    assert_eq!(shapes[4], expected(&["000003"])[0]);
+}
+
+#[test]
+fn a_claimed_huge_size_is_an_error_not_an_allocation() {
+    let dir = TempDir::new();
+    let mut w = Writer::new();
+    w.file("000001.cls", b"1", Long::Ustar);
+    w.claim("000002.jpg", 1 << 40, b"only a few bytes");
+    let bytes = w.finish();
+    // A file's size is known: the claim is past its end.
+    let plain = write(&dir, "a.tar", &bytes);
+    // Through gzip nothing says the size: the claim is over max_bytes.
+    let packed = write(&dir, "a.tar.gz", &gzip(&bytes));
+    let options = TarOptions {
+        fetch: FetchOptions {
+            max_bytes: 1 << 20,
+            ..FetchOptions::HTTP
+        },
+        ..TarOptions::default()
+    };
+    let stream = open(&[plain, packed], options);
+    // The header is refused before 000001 is known to be whole: the error stands for both.
+    let reads = read_all(&stream, vec![0], Position::default());
+    assert_eq!(reads.len(), 1);
+    let error = reads[0].sample.as_ref().unwrap_err();
+    assert!(error.to_string().contains("truncated"), "{error}");
+    let reads = read_all(&stream, vec![1], Position::default());
+    assert_eq!(
+        shapes(&reads)[0],
+        Ok(("000001".into(), vec![("cls".into(), b"1".to_vec())]))
+    );
+    // 000002 is over max_bytes: none of its claimed bytes is kept, and the shard ends
+    // inside them.
+    assert_eq!(reads.len(), 2);
+    let error = reads[1].sample.as_ref().unwrap_err();
+    assert!(error.to_string().contains("truncated"), "{error}");
+}
+
+#[test]
+fn bytes_that_are_not_tar_or_not_gzip_are_errors() {
+    let dir = TempDir::new();
+    let noise: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
+    // A gzip header, then a deflate block of the reserved type.
+    let mut bad_gzip = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    bad_gzip.extend([0xff; 100]);
+    let packed = gzip(&shard(&["000001", "000002"]));
+    let cut = packed[..packed.len() - 20].to_vec();
+    let cases = [
+        ("noise.tar", noise.clone(), "not a tar header"),
+        ("noise.tar.gz", noise, "not gzip data"),
+        ("bad.tar.gz", bad_gzip, "bad gzip data"),
+        ("cut.tar.gz", cut, "bad gzip data"),
+        ("empty.tar", Vec::new(), "truncated"),
+        ("x.tar", b"x".to_vec(), "truncated"),
+    ];
+    for (name, bytes, message) in cases {
+        let location = write(&dir, name, &bytes);
+        let stream = open(std::slice::from_ref(&location), TarOptions::default());
+        let reads = read_all(&stream, vec![0], Position::default());
+        let error = reads.last().unwrap().sample.as_ref().unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidData { location: l, .. } if *l == location),
+            "{name}: {error}"
+        );
+        assert!(error.to_string().contains(message), "{name}: {error}");
+    }
+}
+
+#[test]
+fn a_member_and_max_bytes() {
+    let dir = TempDir::new();
+    let mut w = Writer::new();
+    w.file("000001.jpg", &[1; 600], Long::Ustar);
+    w.file("000001.cls", b"1", Long::Ustar);
+    w.file("000002.cls", b"2", Long::Ustar);
+    w.file("000003.jpg", &[3; 2000], Long::Ustar);
+    w.file("000004.jpg", &[4; 400], Long::Ustar);
+    w.file("000004.png", &[5; 400], Long::Ustar);
+    w.file("000005.cls", b"5", Long::Ustar);
+    w.file("000005.cls", b"5", Long::Ustar);
+    let location = write(&dir, "a.tar", &w.finish());
+    let fetch = FetchOptions {
+        max_bytes: 1000,
+        ..FetchOptions::HTTP
+    };
+    let member = TarOptions {
+        fetch,
+        member: Some("jpg".into()),
+        ..TarOptions::default()
+    };
+    let reads = read_all(
+        &open(std::slice::from_ref(&location), member),
+        vec![0],
+        Position::default(),
+    );
+    let shown = shapes(&reads);
+    assert_eq!(
+        shown[0],
+        Ok(("000001".into(), vec![("jpg".into(), vec![1; 600])]))
+    );
+    let missing = shown[1].as_ref().unwrap_err();
+    assert!(
+        missing.ends_with("sample 000002: it has no member \"jpg\" (its members: cls)"),
+        "{missing}"
+    );
+    assert_too_large(reads[2].sample.as_ref().unwrap_err(), 1000, Some(2000));
+    assert_eq!(
+        shown[3],
+        Ok(("000004".into(), vec![("jpg".into(), vec![4; 400])]))
+    );
+    let twice = shown[4].as_ref().unwrap_err();
+    assert!(
+        twice.ends_with("it has two members with extension \"cls\""),
+        "{twice}"
+    );
+    // A whole sample is bounded too: 000004's two members make 800 bytes.
+    let whole = TarOptions {
+        fetch: FetchOptions {
+            max_bytes: 700,
+            ..fetch
+        },
+        ..TarOptions::default()
+    };
+    let reads = read_all(&open(&[location], whole), vec![0], Position::default());
+    assert_too_large(reads[3].sample.as_ref().unwrap_err(), 700, Some(800));
+    assert_eq!(reads.len(), 5);
+}
+
+#[cfg(unix)]
+#[test]
+fn links_are_followed_and_a_fifo_is_refused_without_waiting() {
+    let dir = TempDir::new();
+    let real = write(&dir, "real.tar", &shard(&["000001"]));
+    let link = dir.join("link.tar");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let fifo = dir.join("fifo.tar");
+    super::super::index::tests::mkfifo(&fifo);
+    let locations = [link.display().to_string(), fifo.display().to_string()];
+    let stream = open(&locations, TarOptions::default());
+    let reads = super::super::index::tests::unless_stuck_on(&fifo, move || {
+        shapes(&read_all(&stream, vec![0, 1], Position::default()))
+    });
+    assert_eq!(reads[0], expected(&["000001"])[0]);
+    let error = reads[1].as_ref().unwrap_err();
+    assert!(
+        error.ends_with("not a regular file (a directory, a FIFO or a device)"),
+        "{error}"
+    );
+}
+
+#[cfg(all(feature = "http", feature = "file"))]
+#[test]
+fn http_errors_keep_their_status_and_missing_files_their_kind() {
+    let server = LoopbackServer::scripted(|_, _| Reply::Status(404, Vec::new())).unwrap();
+    let dir = TempDir::new();
+    let missing = dir.join("missing.tar").display().to_string();
+    let stream = open(
+        &[server.url("/a.tar?token=secret"), missing],
+        TarOptions::default(),
+    );
+    let reads = read_all(&stream, vec![0, 1], Position::default());
+    let error = reads[0].sample.as_ref().unwrap_err();
+    assert_eq!(error.kind(), crate::ErrorKind::Http(404));
+    assert!(!error.to_string().contains("secret"), "{error}");
+    let error = reads[1].sample.as_ref().unwrap_err();
+    assert_eq!(
+        error.kind(),
+        crate::ErrorKind::Io(std::io::ErrorKind::NotFound)
+    );
+    assert_eq!(reads.len(), 2);
+}
