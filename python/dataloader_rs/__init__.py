@@ -15,6 +15,7 @@ from dataloader_rs._native import (
     ObjectStoreDataset,
     ShardChangedError,
     TarDataset,
+    TarStream,
     __version__,
 )
 from dataloader_rs._workers import WorkerInfo, get_worker_info, item_seed
@@ -38,6 +39,7 @@ __all__ = [
     "ShardChangedError",
     "SkipFirstBatches",
     "TarDataset",
+    "TarStream",
     "TooManyFailures",
     "WorkerInfo",
     "__version__",

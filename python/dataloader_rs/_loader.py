@@ -938,6 +938,7 @@ class PyDataloader(Generic[B]):
             batches = self._native.epoch_from(batch_sampler=self._batch_sampler)
         elif self._is_stream:
             self._apply_shard()
+            self._stream_set_epoch()
             batches = self._native.epoch_stream()
         else:
             self._apply_shard()
@@ -951,6 +952,14 @@ class PyDataloader(Generic[B]):
         if "accelerate.state" in sys.modules:
             return in_gradient_state(batches)  # type: ignore[no-any-return]
         return batches
+
+    def _stream_set_epoch(self) -> None:
+        """Tells a stream with ``set_epoch`` (a ``TarStream``, a ``datasets.IterableDataset``)
+        the epoch about to start, as Hugging Face's trainer does: its own shuffle follows the
+        loader's epochs."""
+        set_epoch = getattr(self.dataset, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(self._native.epoch)
 
     def __getstate__(self) -> dict[str, Any]:
         """A loader pickles as its configuration, dataset and place in the run; threads are

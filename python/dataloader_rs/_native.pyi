@@ -40,6 +40,8 @@ __all__ = [
     "Rotate90",
     "ShardChangedError",
     "TarDataset",
+    "TarStream",
+    "TarStreamIterator",
     "ToChw",
     "ToFloat",
     "ToGray",
@@ -296,6 +298,40 @@ class TarDataset:
     @property
     def member(self) -> str | None: ...
     def cache_stats(self) -> _CacheStats | None: ...
+
+@final
+class TarStream:
+    def __new__(
+        cls,
+        locations: Sequence[_Path],
+        *,
+        shuffle_shards: bool = False,
+        seed: int = 0,
+        member: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        options: Mapping[str, str] | None = None,
+        timeout: float | None = 30.0,
+        connect_timeout: float | None = 10.0,
+        retries: int = 3,
+        backoff: float = 0.1,
+        max_backoff: float = 5.0,
+        max_bytes: int = 67108864,
+    ) -> TarStream: ...
+    def __iter__(self) -> TarStreamIterator: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    def state_dict(self) -> dict[str, int]: ...
+    def load_state_dict(self, state: Mapping[str, int]) -> None: ...
+    @property
+    def num_shards(self) -> int: ...
+    @property
+    def member(self) -> str | None: ...
+
+@final
+class TarStreamIterator:
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> dict[str, bytes | str] | bytes: ...
 
 # ----- images: dataloader_rs.transforms, Image, ImageCollator, ImageBatch -----
 

@@ -52,6 +52,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<datasets::FileDataset>()?;
     m.add_class::<datasets::ObjectStoreDataset>()?;
     m.add_class::<datasets::TarDataset>()?;
+    m.add_class::<datasets::TarStream>()?;
+    m.add_class::<datasets::TarStreamIter>()?;
     m.add(
         "ShardChangedError",
         m.py().get_type::<errors::ShardChangedError>(),

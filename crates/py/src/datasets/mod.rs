@@ -3,11 +3,15 @@
 //! a local cache (`cache_dir=`, `cache_bytes=`: a [`dlrs_io::Cached`] around the dataset).
 //!
 //! - [`args`]: reading the constructors' arguments.
+//! - `tar_stream`: `TarStream`, tar shards read in order (an iterable dataset).
 //!
 //! The constructors release the interpreter around CPU work only (parsing, building clients),
 //! not around a wait, so it is not sliced; `dataset[i]` waits through [`crate::seam`].
 
 pub mod args;
+mod tar_stream;
+
+pub use tar_stream::{TarStream, TarStreamIter};
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
