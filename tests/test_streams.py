@@ -529,3 +529,26 @@ def test_torchrun_two_ranks_split_a_stream_into_equal_batches(tmp_path):
     assert len(zero) == len(one) == 7  # 51 items each (103 has 51 complete rounds of 2)
     assert flat(zero) == list(range(0, 102, 2))
     assert flat(one) == list(range(1, 102, 2))
+
+
+def test_a_stream_with_set_epoch_is_told_each_epoch_before_its_iter():
+    class Epochs(PyIterableDataset[int]):
+        """Yields the epoch it was told, twice: what __iter__ saw."""
+
+        def __init__(self) -> None:
+            self.epoch = -1
+            self.told: list[int] = []
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+            self.told.append(epoch)
+
+        def __iter__(self):
+            return iter([self.epoch, self.epoch])
+
+    dataset = Epochs()
+    loader = PyDataloader(dataset, batch_size=2)
+    assert [list(loader) for _ in range(2)] == [[[0, 0]], [[1, 1]]]
+    loader.set_epoch(7)
+    assert list(loader) == [[7, 7]]
+    assert dataset.told == [0, 1, 7]
