@@ -380,3 +380,81 @@ fn http_errors_keep_their_status_and_missing_files_their_kind() {
     );
     assert_eq!(reads.len(), 2);
 }
+
+mod chunks {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The samples of `bytes` (a shard named `name`) fed to a shard's reader in pieces of
+    /// `sizes` (cycled), as a server might send them.
+    fn unpack(name: &str, bytes: &[u8], sizes: &[usize]) -> Vec<Shape> {
+        let stream = open(&[name.to_owned()], TarOptions::default());
+        let mut reader = ShardRead::new(stream.inner.clone(), 0, 0, 0);
+        let mut rest = bytes;
+        let mut sizes = sizes.iter().cycle();
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let n = (*sizes.next().unwrap()).min(rest.len());
+            reader.push(&rest[..n]).unwrap();
+            rest = &rest[n..];
+            out.extend(reader.unpack.iter_mut().flat_map(|u| u.ready.drain(..)));
+        }
+        reader.finish().unwrap();
+        out.extend(reader.unpack.iter_mut().flat_map(|u| u.ready.drain(..)));
+        out.into_iter()
+            .map(|s| {
+                let s = s.map_err(|e| e.to_string())?;
+                let members = s
+                    .members()
+                    .map(|(e, b)| (e.to_owned(), b.to_vec()))
+                    .collect();
+                Ok((s.key().to_owned(), members))
+            })
+            .collect()
+    }
+
+    fn format() -> impl Strategy<Value = Long> {
+        prop_oneof![Just(Long::Ustar), Just(Long::Gnu), Just(Long::Pax)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the pieces, plain or gzip: the samples written, in order.
+        #[test]
+        fn pieces_of_any_size_give_the_samples_written(
+            samples in prop::collection::vec(
+                prop::collection::vec((0usize..3, 0usize..1500, any::<u8>()), 1..4),
+                0..6,
+            ),
+            sizes in prop::collection::vec(1usize..2000, 1..8),
+            long in format(),
+            packed in any::<bool>(),
+        ) {
+            let exts = ["jpg", "cls", "json"];
+            let mut w = Writer::new();
+            let mut want = Vec::new();
+            for (i, members) in samples.iter().enumerate() {
+                let key = format!("{i:06}");
+                let mut kept: Vec<(String, Vec<u8>)> = Vec::new();
+                for &(e, size, fill) in members {
+                    if kept.iter().any(|(x, _)| x == exts[e]) {
+                        continue;
+                    }
+                    let data = vec![fill; size];
+                    w.file(&format!("{key}.{}", exts[e]), &data, long);
+                    kept.push((exts[e].to_owned(), data));
+                }
+                want.push(Ok((key, kept)));
+            }
+            let archive = w.finish();
+            let (name, bytes) = if packed {
+                ("s.tar.gz", gzip(&archive))
+            } else {
+                ("s.tar", archive)
+            };
+            prop_assert_eq!(unpack(name, &bytes, &sizes), want);
+        }
+    }
+}
