@@ -7,10 +7,13 @@ from __future__ import annotations
 import gzip
 import io
 import pathlib
+import queue
 import select
+import socket
 import subprocess
 import sys
 import tarfile
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -290,3 +293,43 @@ def test_a_sample_over_max_bytes_or_without_the_member(tmp_path: pathlib.Path) -
     with pytest.raises(ValueError, match='no member "jpg"'):
         next(it)
     assert next(it) == b"d", "the shard goes on after a sample's error"
+
+
+def test_next_on_two_threads_at_once_is_refused_not_a_deadlock() -> None:
+    """While one thread waits in next(), another's next() raises at once (as a running
+    generator does) instead of waiting with the interpreter held."""
+    body = write_shard(["000001"])
+    release = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            release.wait(30)
+            head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            conn.sendall(head.encode() + body)
+
+    server = threading.Thread(target=serve)
+    server.start()
+    it = iter(TarStream([f"http://127.0.0.1:{listener.getsockname()[1]}/a.tar"]))
+    outcomes: queue.Queue[object] = queue.Queue()
+
+    def call() -> None:
+        try:
+            outcomes.put(next(it))
+        except ValueError as e:
+            outcomes.put(e)
+
+    callers = [threading.Thread(target=call) for _ in range(2)]
+    for t in callers:
+        t.start()
+    refused = outcomes.get(timeout=30)
+    release.set()
+    got = outcomes.get(timeout=30)
+    for t in [*callers, server]:
+        t.join(30)
+    listener.close()
+    assert isinstance(refused, ValueError)
+    assert "already running next() on another thread" in str(refused)
+    assert got == stream_sample("000001")

@@ -454,11 +454,12 @@ impl Unpacker {
                 input = &input[n as usize..];
                 continue;
             }
-            let n = self.indexer.wanted().min(input.len() as u64) as usize;
+            // At least 1 (the parser is not done): a header block, or an extended header.
+            let n = self.indexer.wanted().clamp(1, input.len() as u64) as usize;
             self.indexer
-                .feed(&input[..n.max(1)])
+                .feed(&input[..n])
                 .map_err(|e| parse_error(&self.shown, &e))?;
-            input = &input[n.max(1)..];
+            input = &input[n..];
             for member in self.indexer.take_members() {
                 self.started(&member.name, member.size);
             }

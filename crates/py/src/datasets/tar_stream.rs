@@ -354,7 +354,18 @@ impl TarStreamIter {
     /// `member=`; its error (with its shard's location) if it or its shard is broken.
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let runtime = stream_runtime()?;
-        let mut rx = lock(&self.rx);
+        // Held while the interpreter is released: a second thread must not wait for it with
+        // the interpreter held (the first could not come back), so it is refused, as a
+        // generator refuses to run twice at once.
+        let mut rx = match self.rx.try_lock() {
+            Ok(rx) => rx,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                return Err(PyValueError::new_err(
+                    "this TarStream iterator is already running next() on another thread",
+                ));
+            }
+        };
         let rx = &mut *rx;
         let read = wait_interruptibly(py, |slice| {
             match rx.try_recv() {
