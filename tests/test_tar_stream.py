@@ -333,3 +333,18 @@ def test_next_on_two_threads_at_once_is_refused_not_a_deadlock() -> None:
     assert isinstance(refused, ValueError)
     assert "already running next() on another thread" in str(refused)
     assert got == stream_sample("000001")
+
+
+@pytest.mark.timeout(120)
+def test_object_stores(object_store_case) -> None:
+    case = object_store_case
+    case.put_many(
+        {"shards/a.tar": write_shard(["000001", "000002"]), "shards/b.tar.gz": gzip.compress(write_shard(["000003"]))}
+    )
+    urls = [case.url("shards/a.tar"), case.url("shards/b.tar.gz")]
+    stream = TarStream(urls, options=case.options, retries=1, timeout=20)
+    assert list(stream) == [stream_sample(k) for k in ["000001", "000002", "000003"]]
+    if case.name == "s3":
+        case.server.delete_object(case.bucket, "shards/a.tar")
+        with pytest.raises(FileNotFoundError, match=r"a\.tar"):
+            next(iter(stream))
