@@ -348,3 +348,41 @@ def test_object_stores(object_store_case) -> None:
         case.server.delete_object(case.bucket, "shards/a.tar")
         with pytest.raises(FileNotFoundError, match=r"a\.tar"):
             next(iter(stream))
+
+
+def test_split_by_rank_gives_each_rank_its_shards(tmp_path: pathlib.Path) -> None:
+    shards = keys_of(4, 3)
+    paths = [write(tmp_path, f"{i}.tar", write_shard(k)) for i, k in enumerate(shards)]
+
+    def rank_keys(rank: int, split: bool, readers: str = "one") -> list[str]:
+        stream = TarStream(paths, shuffle_shards=True, seed=1, split_by_rank=split)
+        loader = PyDataloader(stream, batch_size=2, num_workers=2, rank=rank, world_size=2, stream_readers=readers)
+        return [k for b in loader for k in keys(b)]
+
+    everything = sorted(k for s in shards for k in s)
+    firsts = keys(list(TarStream(paths, shuffle_shards=True, seed=1)))[::3]
+    for rank in (0, 1):
+        got = rank_keys(rank, True)
+        # Rank k reads shards k, k + 2 of the epoch's order, whole and in order.
+        assert got == [k for f in firsts[rank::2] for k in shards[int(f[:3])]]
+        assert sorted(got) == sorted(rank_keys(rank, True, "per_worker"))
+    assert sorted(rank_keys(0, True) + rank_keys(1, True)) == everything
+    # Without it, the loader's rule: every rank reads every shard and keeps every 2nd sample.
+    whole = keys(list(TarStream(paths, shuffle_shards=True, seed=1)))
+    assert rank_keys(0, False) == whole[0::2]
+    assert rank_keys(1, False) == whole[1::2]
+    # Not told a rank, or not splitting: the whole stream.
+    assert TarStream(paths).set_rank(1, 2) is False
+    alone = TarStream(paths, split_by_rank=True)
+    assert keys(list(alone)) == [k for s in shards for k in s]
+    assert alone.set_rank(1, 2) is True
+    assert keys(list(alone)) == [k for s in shards[1::2] for k in s]
+
+
+def test_split_by_rank_needs_shards_that_divide(tmp_path: pathlib.Path) -> None:
+    paths = [write(tmp_path, f"{i}.tar", write_shard(k)) for i, k in enumerate(keys_of(3, 1))]
+    stream = TarStream(paths, split_by_rank=True)
+    with pytest.raises(ValueError, match="3 shards do not split over world_size 2"):
+        list(PyDataloader(stream, batch_size=1, rank=0, world_size=2))
+    with pytest.raises(ValueError, match=r"rank must be in range\(world_size\): rank 2, world_size 2"):
+        stream.set_rank(2, 2)

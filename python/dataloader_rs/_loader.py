@@ -937,7 +937,7 @@ class PyDataloader(Generic[B]):
         if self._batch_sampler is not None:
             batches = self._native.epoch_from(batch_sampler=self._batch_sampler)
         elif self._is_stream:
-            self._apply_shard()
+            self._stream_shard(self._apply_shard())
             self._stream_set_epoch()
             batches = self._native.epoch_stream()
         else:
@@ -952,6 +952,14 @@ class PyDataloader(Generic[B]):
         if "accelerate.state" in sys.modules:
             return in_gradient_state(batches)  # type: ignore[no-any-return]
         return batches
+
+    def _stream_shard(self, shard: tuple[int, int] | None) -> None:
+        """A stream whose ``set_rank(rank, world_size)`` returns True (a ``TarStream`` with
+        ``split_by_rank=True``) reads its rank's share itself: the loader then keeps all it
+        gives instead of every ``world_size``-th item."""
+        set_rank = getattr(self.dataset, "set_rank", None)
+        if shard is not None and shard[1] > 1 and callable(set_rank) and set_rank(*shard) is True:
+            self._native.clear_shard()
 
     def _stream_set_epoch(self) -> None:
         """Tells a stream with ``set_epoch`` (a ``TarStream``, a ``datasets.IterableDataset``)

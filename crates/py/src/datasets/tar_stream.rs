@@ -42,6 +42,8 @@ fn stream_runtime() -> PyResult<&'static Runtime> {
 #[derive(Debug, Default)]
 struct State {
     epoch: u64,
+    /// `(rank, world_size)` from `set_rank`, with `split_by_rank`.
+    rank: Option<(usize, usize)>,
     /// A state given by `load_state_dict`, for the next `iter()`.
     resume: Option<Mark>,
     /// Where the latest iterator stands.
@@ -63,13 +65,16 @@ pub struct TarStream {
     inner: dlrs_io::TarStream,
     /// The seed of the shard order (None: the order given).
     seed: Option<u64>,
+    /// Each rank reads its share of the shards (`split_by_rank=True`), told by `set_rank`.
+    split_by_rank: bool,
     state: Arc<Mutex<State>>,
     shown: String,
 }
 
 impl TarStream {
-    const KEYWORDS: [&str; 11] = [
+    const KEYWORDS: [&str; 12] = [
         "shuffle_shards",
+        "split_by_rank",
         "seed",
         "member",
         "headers",
@@ -138,7 +143,8 @@ impl TarStream {
     #[new]
     #[pyo3(
         signature = (locations, **options),
-        text_signature = "(locations, *, shuffle_shards=False, seed=0, member=None, \
+        text_signature = "(locations, *, shuffle_shards=False, seed=0, split_by_rank=False, \
+                          member=None, \
                           headers=None, options=None, timeout=30.0, connect_timeout=10.0, \
                           retries=3, backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
     )]
@@ -151,6 +157,10 @@ impl TarStream {
         let locations = self::locations(locations)?;
         let shuffle = match kw.get("shuffle_shards") {
             Some(v) => crate::args::flag_arg("shuffle_shards", v)?,
+            None => false,
+        };
+        let split_by_rank = match kw.get("split_by_rank") {
+            Some(v) => crate::args::flag_arg("split_by_rank", v)?,
             None => false,
         };
         let seed = match kw.get("seed") {
@@ -183,6 +193,9 @@ impl TarStream {
         if shuffle {
             shown.push_str(&format!(", shuffle_shards=True, seed={seed}"));
         }
+        if split_by_rank {
+            shown.push_str(", split_by_rank=True");
+        }
         if let Some(m) = &options.member {
             shown.push_str(&format!(", member={}", quoted(m)));
         }
@@ -191,6 +204,7 @@ impl TarStream {
         Ok(Self {
             inner,
             seed: shuffle.then_some(seed),
+            split_by_rank,
             state: Arc::default(),
             shown,
         })
@@ -199,7 +213,18 @@ impl TarStream {
     /// A reader of this epoch's shards: all of them, or this worker's share (shard `i` of the
     /// epoch's order goes to worker `i % num_workers`); from where `load_state_dict` says.
     fn __iter__(&self, py: Python<'_>) -> PyResult<TarStreamIter> {
-        let (reader, readers) = worker_split(py)?;
+        let (worker, workers) = worker_split(py)?;
+        let (rank, world) = lock(&self.state).rank.unwrap_or((0, 1));
+        let shards = self.inner.shards();
+        if shards % world != 0 {
+            return Err(PyValueError::new_err(format!(
+                "split_by_rank gives each rank the same number of shards: {shards} shards do \
+                 not split over world_size {world}"
+            )));
+        }
+        // Rank k reads shards k, k + world, ... of the epoch's order; its worker j the j-th,
+        // (j + workers)-th, ... of those. A reader is named by both.
+        let (reader, readers) = (rank * workers + worker, world * workers);
         let (epoch, start) = {
             let mut state = lock(&self.state);
             let epoch = state.epoch;
@@ -209,7 +234,13 @@ impl TarStream {
                 .filter(|m| (m.epoch, m.reader, m.readers) == (epoch, reader, readers));
             (epoch, resume.map(|m| m.position).unwrap_or_default())
         };
-        let shards = self.inner.shards_of(self.seed, epoch, reader, readers);
+        let shards = self
+            .inner
+            .shards_of(self.seed, epoch, rank, world)
+            .into_iter()
+            .skip(worker)
+            .step_by(workers)
+            .collect();
         let mut reads = self.inner.read(shards, start);
         let runtime = stream_runtime()?;
         let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
@@ -237,6 +268,23 @@ impl TarStream {
             state: self.state.clone(),
             member: self.inner.member().is_some(),
         })
+    }
+
+    /// With `split_by_rank=True`, makes each `iter()` read rank `rank`'s share of the shards of
+    /// `world_size` ranks, and returns True (the loader then keeps every sample of this
+    /// stream); else changes nothing and returns False (the loader keeps every
+    /// `world_size`-th sample).
+    fn set_rank(&self, rank: usize, world_size: usize) -> PyResult<bool> {
+        if world_size == 0 || rank >= world_size {
+            return Err(PyValueError::new_err(format!(
+                "rank must be in range(world_size): rank {rank}, world_size {world_size}"
+            )));
+        }
+        if !self.split_by_rank {
+            return Ok(false);
+        }
+        lock(&self.state).rank = Some((rank, world_size));
+        Ok(true)
     }
 
     /// Makes the next `iter()` read epoch `epoch`'s order of the shards (the loader calls it
