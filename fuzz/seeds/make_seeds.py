@@ -11,12 +11,14 @@ fixed seeds and settings, so a run with the same Pillow writes the same files.
 - png/, webp/, tiff/, bmp/: a few images per format and mode.
 - tar/: whole shards: ustar (with the name prefix), GNU (long names, base-256 sizes), pax
   (path and size records, global headers), v7, many members, WebDataset layouts.
+- tar_gz/: those shards gzipped (for tar_stream, which reads `.tar.gz` shards too).
 - tar_fragment/: the samples of those shards as TarDataset reads them (first header to the
   end of the last member's data).
 """
 
 from __future__ import annotations
 
+import gzip
 import io
 import random
 import shutil
@@ -340,6 +342,7 @@ def main() -> None:
         write(fmt, files)
     shards = tars()
     write("tar", shards)
+    write("tar_gz", {f"{name}.gz": gzip.compress(shard, mtime=0) for name, shard in sorted(shards.items())})
     write(
         "tar_fragment",
         {

@@ -294,6 +294,7 @@ const FUZZ_SEEDS: &[(&str, &[&str])] = &[
     ("tar_fragment", &["tar_fragment"]),
     ("tar_header", &["tar", "tar_fragment"]),
     ("tar_index", &["tar"]),
+    ("tar_stream", &["tar", "tar_gz"]),
 ];
 
 /// Runs every cargo-fuzz target for a bounded time (default 60 s each) from its seeds, with
