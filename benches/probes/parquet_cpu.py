@@ -43,35 +43,30 @@ def main() -> None:
         runs, tokenizer = streams.parquet_runs(args.items, args.batch_size, tmp, per_batch)
         paths = sorted(str(p) for p in Path(tmp).glob("*.parquet"))
         ds = datasets.load_dataset("parquet", data_files=paths, split="train", streaming=True)
+
+        def tokenise(rows: list[dict[str, Any]]) -> None:
+            if per_batch:
+                for i in range(0, len(rows), args.batch_size):
+                    tokenizer.encode_batch([r["text"] for r in rows[i : i + args.batch_size]])
+            else:
+                for r in rows:
+                    tokenizer.encode(r["text"])
+
         cpu_iter, cpu_all, torch_wall = [], [], []
         for _ in range(args.rounds):
             start = time.process_time()
             rows = list(ds)
             cpu_iter.append(time.process_time() - start)
             start = time.process_time()
-            if per_batch:
-                for i in range(0, len(rows), args.batch_size):
-                    tokenizer.encode_batch([r["text"] for r in rows[i : i + args.batch_size]])
-            else:
-                for r in rows:
-                    tokenizer.encode(r["text"])
+            tokenise(rows)
             cpu_all.append(cpu_iter[-1] + time.process_time() - start)
             torch_wall.append(runs["torch, 2 workers"]())
         halves = [paths[0::2], paths[1::2]]
         split = [datasets.load_dataset("parquet", data_files=h, split="train", streaming=True) for h in halves]
 
-        def half(part: Any) -> None:
-            rows = list(part)
-            if per_batch:
-                for i in range(0, len(rows), args.batch_size):
-                    tokenizer.encode_batch([r["text"] for r in rows[i : i + args.batch_size]])
-            else:
-                for r in rows:
-                    tokenizer.encode(r["text"])
-
         threaded = []
         for _ in range(args.rounds):
-            pair = [threading.Thread(target=half, args=(part,)) for part in split]
+            pair = [threading.Thread(target=lambda p=part: tokenise(list(p))) for part in split]
             start = time.perf_counter()
             for t in pair:
                 t.start()

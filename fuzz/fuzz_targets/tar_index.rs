@@ -5,32 +5,15 @@
 //! it the key and extensions the index gave.
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-use dlrs_fuzz::fix_tar_checksums;
-use dlrs_io::{Dataset, FetchOptions, Runtime, Sample, TarDataset, TarOptions};
+use dlrs_fuzz::{fix_tar_checksums, shard_file};
+use dlrs_io::{Dataset, FetchOptions, Sample, TarDataset, TarOptions};
 use libfuzzer_sys::fuzz_target;
 
 /// The samples read back per input, at most (the index itself covers them all).
 const READ_BACK: u64 = 64;
 
-fn runtime() -> &'static (Runtime, PathBuf) {
-    static STATE: OnceLock<(Runtime, PathBuf)> = OnceLock::new();
-    STATE.get_or_init(|| {
-        let shm = PathBuf::from("/dev/shm");
-        let dir = if shm.is_dir() {
-            shm
-        } else {
-            std::env::temp_dir()
-        };
-        let path = dir.join(format!("dlrs-fuzz-tar-index-{}.tar", std::process::id()));
-        (Runtime::new(Some(1)).expect("a runtime"), path)
-    })
-}
-
 fuzz_target!(|data: &[u8]| {
-    let (runtime, path) = runtime();
+    let (runtime, path) = shard_file("tar-index");
     let mut data = data.to_vec();
     fix_tar_checksums(&mut data);
     std::fs::write(path, &data).expect("the shard written");

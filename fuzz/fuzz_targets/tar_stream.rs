@@ -6,33 +6,16 @@
 //! map-style `TarDataset` and the stream met no error, both give the same samples in order.
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
-use dlrs_fuzz::fix_tar_checksums;
-use dlrs_io::{Dataset, FetchOptions, Runtime, TarDataset, TarOptions, TarStream};
+use dlrs_fuzz::{fix_tar_checksums, shard_file};
+use dlrs_io::{Dataset, FetchOptions, TarDataset, TarOptions, TarStream};
 use futures::StreamExt;
 use libfuzzer_sys::fuzz_target;
 
 /// The samples compared with the map-style dataset, at most.
 const COMPARED: usize = 64;
 
-fn runtime() -> &'static (Runtime, PathBuf) {
-    static STATE: OnceLock<(Runtime, PathBuf)> = OnceLock::new();
-    STATE.get_or_init(|| {
-        let shm = PathBuf::from("/dev/shm");
-        let dir = if shm.is_dir() {
-            shm
-        } else {
-            std::env::temp_dir()
-        };
-        let path = dir.join(format!("dlrs-fuzz-tar-stream-{}.tar", std::process::id()));
-        (Runtime::new(Some(1)).expect("a runtime"), path)
-    })
-}
-
 fuzz_target!(|data: &[u8]| {
-    let (runtime, path) = runtime();
+    let (runtime, path) = shard_file("tar-stream");
     let gzip = data.starts_with(&[0x1f, 0x8b]);
     let mut data = data.to_vec();
     if !gzip {
@@ -71,7 +54,11 @@ fuzz_target!(|data: &[u8]| {
                 .map(|i| dataset.key(i).expect("a key").to_owned())
                 .collect();
             let n = indexed.len();
-            assert_eq!(keys[..n.min(keys.len())], indexed[..], "the same samples in order");
+            assert_eq!(
+                keys[..n.min(keys.len())],
+                indexed[..],
+                "the same samples in order"
+            );
         }
     }
     let _ = std::fs::remove_file(path);

@@ -36,3 +36,20 @@ pub fn scale(byte: u8) -> usize {
         _ => usize::from(byte / 8 % 4 * 3), // 0, 3, 6 or 9
     }
 }
+
+/// A one-thread runtime, and the file a target writes its shard to (under `/dev/shm` when
+/// there is one, named after `target` and this process), made once per process.
+pub fn shard_file(target: &str) -> &'static (dlrs_io::Runtime, std::path::PathBuf) {
+    static STATE: std::sync::OnceLock<(dlrs_io::Runtime, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    STATE.get_or_init(|| {
+        let shm = std::path::PathBuf::from("/dev/shm");
+        let dir = if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        };
+        let path = dir.join(format!("dlrs-fuzz-{target}-{}.tar", std::process::id()));
+        (dlrs_io::Runtime::new(Some(1)).expect("a runtime"), path)
+    })
+}

@@ -616,6 +616,27 @@ impl RustClass for TarDataset {
     }
 }
 
+/// The options a tar dataset or stream reads from its keywords, `index_dir` left unset.
+fn tar_options(kw: &args::Keywords<'_>) -> PyResult<TarOptions> {
+    let member = match kw.get("member") {
+        None => None,
+        Some(m) => Some(
+            m.cast::<PyString>()
+                .map_err(|_| wrong_type("member must be a str (an extension such as 'jpg')", m))?
+                .to_str()?
+                .to_ascii_lowercase(),
+        ),
+    };
+    Ok(TarOptions {
+        headers: args::str_pairs("headers", kw.get("headers"))?,
+        store_options: args::str_pairs("options", kw.get("options"))?,
+        connect_timeout: kw.seconds("connect_timeout", Some(Duration::from_secs(10)))?,
+        fetch: kw.fetch(FetchOptions::HTTP)?,
+        member,
+        index_dir: None,
+    })
+}
+
 dataset_methods!(TarDataset, cached, {
     #[new]
     #[pyo3(
@@ -632,23 +653,9 @@ dataset_methods!(TarDataset, cached, {
     ) -> PyResult<Self> {
         let kw = args::Keywords::new("TarDataset", options, &Self::keywords())?;
         let locations = self::locations(locations)?;
-        let member = match kw.get("member") {
-            None => None,
-            Some(m) => Some(
-                m.cast::<PyString>()
-                    .map_err(|_| {
-                        wrong_type("member must be a str (an extension such as 'jpg')", m)
-                    })?
-                    .to_str()?
-                    .to_ascii_lowercase(),
-            ),
-        };
-        let headers = args::str_pairs("headers", kw.get("headers"))?;
-        let store_options = args::str_pairs("options", kw.get("options"))?;
-        let connect_timeout = kw.seconds("connect_timeout", Some(Duration::from_secs(10)))?;
-        let fetch = kw.fetch(FetchOptions::HTTP)?;
+        let mut options = tar_options(&kw)?;
         let cache = cache_arg(py, &kw)?;
-        let index_dir = match kw.get("index_dir") {
+        options.index_dir = match kw.get("index_dir") {
             Some(dir) => Some(
                 dir.extract::<std::path::PathBuf>()
                     .map_err(|_| wrong_type("index_dir must be a str or os.PathLike", dir))?,
@@ -661,18 +668,11 @@ dataset_methods!(TarDataset, cached, {
         let first = locations.first().map_or_else(String::new, |l| {
             format!(", first {}", quoted(&redact_url(l)))
         });
-        let shown_member = member
+        let shown_member = options
+            .member
             .as_deref()
             .map_or_else(String::new, |m| format!(", member={}", quoted(m)));
         let count = locations.len();
-        let options = TarOptions {
-            fetch,
-            headers,
-            connect_timeout,
-            store_options,
-            member,
-            index_dir,
-        };
         let inner = wait_for(py, dlrs_io::TarDataset::open(locations, options))?;
         let head = format!(
             "TarDataset({count} shards{first}, {} samples{shown_member}",

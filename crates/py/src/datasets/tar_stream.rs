@@ -9,18 +9,17 @@
 //! there without reading the shards before again.
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict};
 
 use dlrs_core::sync::lock;
 use dlrs_io::tar::{Position, Read};
-use dlrs_io::{FetchOptions, Runtime, TarOptions, redact_url};
+use dlrs_io::{Runtime, redact_url};
 use tokio::sync::mpsc::{Receiver, error::TryRecvError};
 
-use super::{args, locations, quoted};
+use super::{args, locations, quoted, tar_options};
 use crate::errors::io_error;
 use crate::seam::{Slice, wait_interruptibly};
 use crate::text::wrong_type;
@@ -167,25 +166,7 @@ impl TarStream {
             Some(v) => crate::args::seed_arg("TarStream", v)?,
             None => 0,
         };
-        let member = match kw.get("member") {
-            None => None,
-            Some(m) => Some(
-                m.cast::<PyString>()
-                    .map_err(|_| {
-                        wrong_type("member must be a str (an extension such as 'jpg')", m)
-                    })?
-                    .to_str()?
-                    .to_ascii_lowercase(),
-            ),
-        };
-        let options = TarOptions {
-            fetch: kw.fetch(FetchOptions::HTTP)?,
-            headers: args::str_pairs("headers", kw.get("headers"))?,
-            connect_timeout: kw.seconds("connect_timeout", Some(Duration::from_secs(10)))?,
-            store_options: args::str_pairs("options", kw.get("options"))?,
-            member,
-            index_dir: None,
-        };
+        let options = tar_options(&kw)?;
         let first = locations.first().map_or_else(String::new, |l| {
             format!(", first {}", quoted(&redact_url(l)))
         });
