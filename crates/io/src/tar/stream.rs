@@ -55,10 +55,13 @@ struct Shared {
 
 impl std::fmt::Debug for TarStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TarStream")
-            .field("shards", &self.inner.shards.len())
-            .field("member", &self.inner.member)
-            .finish_non_exhaustive()
+        let inner = &self.inner;
+        write!(
+            f,
+            "TarStream {{ shards: {}, member: {:?}, .. }}",
+            inner.shards.len(),
+            inner.member
+        )
     }
 }
 

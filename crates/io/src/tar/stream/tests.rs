@@ -309,21 +309,16 @@ fn a_member_and_max_bytes() {
         shown[0],
         Ok(("000001".into(), vec![("jpg".into(), vec![1; 600])]))
     );
-    let missing = shown[1].as_ref().unwrap_err();
-    assert!(
-        missing.ends_with("sample 000002: it has no member \"jpg\" (its members: cls)"),
-        "{missing}"
+    assert_ends_with(
+        &shown[1],
+        "sample 000002: it has no member \"jpg\" (its members: cls)",
     );
     assert_too_large(reads[2].sample.as_ref().unwrap_err(), 1000, Some(2000));
     assert_eq!(
         shown[3],
         Ok(("000004".into(), vec![("jpg".into(), vec![4; 400])]))
     );
-    let twice = shown[4].as_ref().unwrap_err();
-    assert!(
-        twice.ends_with("it has two members with extension \"cls\""),
-        "{twice}"
-    );
+    assert_ends_with(&shown[4], "it has two members with extension \"cls\"");
     // A whole sample is bounded too: 000004's two members make 800 bytes.
     let whole = TarOptions {
         fetch: FetchOptions {
@@ -457,4 +452,10 @@ mod chunks {
             prop_assert_eq!(unpack(name, &bytes, &sizes), want);
         }
     }
+}
+
+/// `shown` is an error whose message ends with `tail`.
+fn assert_ends_with<T: std::fmt::Debug>(shown: &Result<T, String>, tail: &str) {
+    let message = shown.as_ref().unwrap_err();
+    assert!(message.ends_with(tail), "{message}");
 }
