@@ -304,6 +304,25 @@ impl StreamSource {
         }
         crate::attach::attach(|py| {
             let result = self.read_batch(py, stream, k, &mut state, ctx);
+            // The dataset's state after this batch, taken and kept before the turn is handed
+            // on: on a free-threaded build the next reader reads on at once, interpreter or
+            // not, and the states must stay in the batches' order.
+            let failed = match &result {
+                Ok(Read::Items(_)) if self.stateful => {
+                    match self.dataset.bind(py).call_method0("state_dict") {
+                        Ok(taken) => {
+                            let mut states = lock(&stream.states);
+                            states.push_back((batch, taken.unbind()));
+                            if states.len() > MAX_STATES {
+                                states.pop_front();
+                            }
+                            None
+                        }
+                        Err(e) => Some(e),
+                    }
+                }
+                _ => None,
+            };
             if matches!(result, Ok(Read::Dry)) {
                 reader.dry_at.fetch_min(batch, Ordering::AcqRel);
             } else if state.ended {
@@ -317,15 +336,8 @@ impl StreamSource {
             drop(state);
             reader.turn.notify_all();
             let read = result?;
-            if self.stateful && matches!(read, Read::Items(_)) {
-                // Taken before the next batch is read (this thread still holds the
-                // interpreter, which the next reader needs).
-                let taken = self.dataset.bind(py).call_method0("state_dict")?;
-                let mut states = lock(&stream.states);
-                states.push_back((batch, taken.unbind()));
-                if states.len() > MAX_STATES {
-                    states.pop_front();
-                }
+            if let Some(e) = failed {
+                return Err(LoadError::Source(e));
             }
             then(py, read)
         })
