@@ -56,8 +56,8 @@ def _callable_arg(name: str, value: object) -> Callable[..., Any] | None:
 
 def _split_by_node(dataset: object) -> bool:
     """Whether ``dataset`` already yields one rank's share only: a Hugging Face
-    ``IterableDataset`` returned by ``datasets.distributed.split_dataset_by_node`` (HF's Trainer
-    and user code call it themselves). Splitting it again would keep 1/world_size of a share."""
+    ``IterableDataset`` returned by ``datasets.distributed.split_dataset_by_node`` (training
+    scripts call it themselves). Splitting it again would keep 1/world_size of a share."""
     hf = sys.modules.get("datasets")
     cls = getattr(hf, "IterableDataset", None)
     return isinstance(cls, type) and isinstance(dataset, cls) and getattr(dataset, "_distributed", None) is not None
