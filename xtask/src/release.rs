@@ -26,11 +26,15 @@ fn version() -> &'static str {
 /// resolves their dependencies on each other from the packages it has just made), then a crate
 /// outside the workspace built from those `.crate` files alone, which runs an epoch.
 pub fn package() -> Result<()> {
+    let check = target_dir().join("publish-check");
+    forget_earlier_packages(&check)?;
     let mut args = vec!["publish", "--dry-run", "--allow-dirty", "--quiet"];
     for krate in LIBRARY_CRATES {
         args.extend(["-p", krate]);
     }
-    cargo(&args)?;
+    run(Command::new(env!("CARGO"))
+        .args(&args)
+        .env("CARGO_TARGET_DIR", &check))?;
     // The dry run keeps its packages in a temporary place; these, unverified (the dry run just
     // built them), land in target/package.
     let mut args = vec!["package", "--no-verify", "--allow-dirty", "--quiet"];
@@ -86,6 +90,73 @@ pub fn package() -> Result<()> {
         .args(["run", "--quiet", "--bin", "dlrs-package-smoke"])
         .current_dir(&smoke)
         .env("CARGO_TARGET_DIR", &target))
+}
+
+/// Removes what an earlier dry run left of our packages, so that this one builds the packages it
+/// makes. The dry run serves its packages from a registry of its own under the target dir, and
+/// cargo treats them as registry crates: it unpacks each into
+/// `$CARGO_HOME/registry/src/-<hash of that registry's path>/` only when that directory is missing,
+/// and it takes a registry crate built before at the same version as unchanged. A second run from
+/// the same path (CI clones to the same place every time) would build the first run's code.
+fn forget_earlier_packages(check_target: &Path) -> Result<()> {
+    let cargo_home = std::env::var_os("CARGO_HOME").map_or_else(
+        || Path::new(&std::env::var_os("HOME").unwrap_or_default()).join(".cargo"),
+        PathBuf::from,
+    );
+    let sources = cargo_home.join("registry/src");
+    let registries = match std::fs::read_dir(&sources) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("could not list {}", sources.display())),
+    };
+    for registry in registries {
+        let registry = registry?.path();
+        // crates.io's directory is named after its host; a local registry's name is empty.
+        let local = registry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('-'));
+        if !local {
+            continue;
+        }
+        for krate in LIBRARY_CRATES {
+            let unpacked = registry.join(format!("{krate}-{}", version()));
+            if unpacked.exists() {
+                std::fs::remove_dir_all(&unpacked)
+                    .with_context(|| format!("could not remove {}", unpacked.display()))?;
+            }
+        }
+    }
+    // Only the dry run builds in this target dir, so every build of our crates in it is one of
+    // the packages; the dependencies stay built.
+    for profile in ["debug", "release"] {
+        for (dir, prefix) in [
+            (".fingerprint", "dlrs-"),
+            ("deps", "libdlrs_"),
+            ("deps", "dlrs_"),
+        ] {
+            let dir = check_target.join(profile).join(dir);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries {
+                let path = entry?.path();
+                let ours = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(prefix));
+                if !ours {
+                    continue;
+                }
+                if path.is_dir() {
+                    std::fs::remove_dir_all(&path)?;
+                } else {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The program of the smoke package: dlrs-core's own example, two shuffled epochs of squares,
