@@ -531,6 +531,14 @@ def test_file_dataset_argument_errors(tmp_path):
     with pytest.raises(ValueError, match="retries"):
         FileDataset([tmp_path], retries=-2)
     assert repr(FileDataset([pathlib.Path("/x/y")])) == "FileDataset(1 paths, first '/x/y', timeout=None, retries=0)"
+    assert repr(FileDataset([])) == "FileDataset(0 paths, timeout=None, retries=0)"
+
+
+def test_an_http_datasets_repr_shows_its_count_first_url_and_fetch_options():
+    urls = ["http://127.0.0.1:9/a", "http://127.0.0.1:9/b"]
+    want = "HttpDataset(2 URLs, first 'http://127.0.0.1:9/a', timeout=30.0, retries=1)"
+    assert repr(HttpDataset(urls, retries=1)) == want
+    assert repr(HttpDataset([])) == "HttpDataset(0 URLs, timeout=30.0, retries=3)"
 
 
 # --------------------------------------------------------------------------- object stores

@@ -108,6 +108,8 @@ def test_files_written_by_tarfile(tmp_path: pathlib.Path, fmt: int) -> None:
     with pytest.raises(IndexError):
         ds.key(5)
     assert repr(ds) == f"TarDataset(2 shards, first '{paths[0]}', 5 samples)"
+    member = TarDataset(paths, member="JPG", index_dir=tmp_path / "index")
+    assert repr(member) == f"TarDataset(2 shards, first '{paths[0]}', 5 samples, member='jpg')"
 
 
 # webdataset's reader leaves its shard's file for the garbage collector to close.

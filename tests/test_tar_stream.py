@@ -63,6 +63,10 @@ def test_tar_and_gz_files_give_the_map_style_samples_in_order(tmp_path: pathlib.
         assert list(stream) == want, "a second iter() reads again"
     assert [s["__key__"] for s in want] == [k for shard in shards for k in shard]
     assert repr(TarStream(plain)) == f"TarStream(3 shards, first '{plain[0]}')"
+    flagged = TarStream(plain, shuffle_shards=True, seed=3, split_by_rank=True, member="JPG")
+    flags = "shuffle_shards=True, seed=3, split_by_rank=True, member='jpg'"
+    assert repr(flagged) == f"TarStream(3 shards, first '{plain[0]}', {flags})"
+    assert repr(TarStream([])) == "TarStream(0 shards)"
     assert TarStream(plain, member="JPG").member == "jpg"
     assert list(TarStream(packed, member="jpg")) == [expected(k)["jpg"] for shard in shards for k in shard]
 

@@ -97,6 +97,12 @@ impl<'py> Keywords<'py> {
         duration(name, Some(seconds))
     }
 
+    /// A bool for `name`, false when not given.
+    pub fn flag(&self, name: &str) -> PyResult<bool> {
+        self.get(name)
+            .map_or(Ok(false), |v| crate::args::flag_arg(name, v))
+    }
+
     /// A number for `name`, `default` when not given.
     pub fn float(&self, name: &str, default: f64) -> PyResult<f64> {
         self.get(name).map_or(Ok(default), |v| self.number(name, v))

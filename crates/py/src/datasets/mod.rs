@@ -271,6 +271,22 @@ fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
+/// The start of a dataset's repr: `Name(3 URLs, first 'a'`, the first item shown by `show`.
+fn listed<T>(name: &str, noun: &str, items: &[T], show: impl Fn(&T) -> String) -> String {
+    let first = items
+        .first()
+        .map_or_else(String::new, |i| format!(", first {}", quoted(&show(i))));
+    format!("{name}({} {noun}{first}", items.len())
+}
+
+/// `, member='jpg'` for a repr, or nothing.
+fn shown_member(options: &TarOptions) -> String {
+    options
+        .member
+        .as_deref()
+        .map_or_else(String::new, |m| format!(", member={}", quoted(m)))
+}
+
 // The constructors read `retries` and `max_bytes` with `args` (messages of their own; `None`
 // means "not given", and the default depends on the dataset), so each `text_signature` shows
 // the defaults, as `_native.pyi` does; stubtest compares the two, and
@@ -322,17 +338,12 @@ pub struct HttpDataset(Parts<dlrs_io::HttpDataset>);
 
 impl HttpDataset {
     /// The keywords of the constructors (beyond `length`).
-    const KEYWORDS: [&str; 9] = [
-        "headers",
-        "timeout",
-        "connect_timeout",
-        "retries",
-        "backoff",
-        "max_backoff",
-        "max_bytes",
-        "cache_dir",
-        "cache_bytes",
-    ];
+    fn keywords() -> Vec<&'static str> {
+        keywords(
+            &["headers", "connect_timeout"],
+            &[&args::FETCH_KEYWORDS, &CACHE_KEYWORDS],
+        )
+    }
 
     /// The options and their repr (header names only).
     fn options(kw: &args::Keywords<'_>) -> PyResult<(HttpOptions, String)> {
@@ -369,14 +380,11 @@ dataset_methods!(HttpDataset, cached, {
         urls: &Bound<'_, PyAny>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let kw = args::Keywords::new("HttpDataset", options, &Self::KEYWORDS)?;
+        let kw = args::Keywords::new("HttpDataset", options, &Self::keywords())?;
         let urls = args::strs("urls", urls)?;
         let (options, shown_options) = Self::options(&kw)?;
         let cache = cache_arg(py, &kw)?;
-        let first = urls.first().map_or_else(String::new, |u| {
-            format!(", first {}", quoted(&redact_url(u)))
-        });
-        let head = format!("HttpDataset({} URLs{first}{shown_options}", urls.len());
+        let head = listed("HttpDataset", "URLs", &urls, |u| redact_url(u)) + &shown_options;
         let inner = detached(py, || dlrs_io::HttpDataset::new(urls, options))?;
         Ok(Self(Parts::new(inner, cache, &head)))
     }
@@ -396,7 +404,7 @@ dataset_methods!(HttpDataset, cached, {
         columns: Option<&Bound<'_, PyAny>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let kw = template_keywords("HttpDataset.from_template", options, &Self::KEYWORDS)?;
+        let kw = template_keywords("HttpDataset.from_template", options, &Self::keywords())?;
         let head = format!(
             "HttpDataset.from_template({}",
             quoted(&redact_url(template))
@@ -446,10 +454,9 @@ dataset_methods!(FileDataset, {
         let kw = args::Keywords::new("FileDataset", options, &args::FETCH_KEYWORDS)?;
         let paths = args::paths(paths)?;
         let (options, shown_options) = Self::options(&kw)?;
-        let first = paths.first().map_or_else(String::new, |p| {
-            format!(", first {}", quoted(&p.to_string_lossy()))
-        });
-        let head = format!("FileDataset({} paths{first}{shown_options}", paths.len());
+        let head = listed("FileDataset", "paths", &paths, |p| {
+            p.to_string_lossy().into_owned()
+        }) + &shown_options;
         let inner = detached(py, || dlrs_io::FileDataset::new(paths, options))?;
         Ok(Self(Parts::new(inner, None, &head)))
     }
@@ -499,10 +506,7 @@ impl ObjectStoreDataset {
 
     /// The keywords of the constructors (beyond `length`).
     fn keywords() -> Vec<&'static str> {
-        let mut known = vec!["options"];
-        known.extend(args::FETCH_KEYWORDS);
-        known.extend(CACHE_KEYWORDS);
-        known
+        keywords(&["options"], &[&args::FETCH_KEYWORDS, &CACHE_KEYWORDS])
     }
 }
 
@@ -566,16 +570,8 @@ pub struct TarDataset(Parts<dlrs_io::TarDataset>);
 
 impl TarDataset {
     fn keywords() -> Vec<&'static str> {
-        let mut known = vec![
-            "member",
-            "index_dir",
-            "headers",
-            "options",
-            "connect_timeout",
-        ];
-        known.extend(args::FETCH_KEYWORDS);
-        known.extend(CACHE_KEYWORDS);
-        known
+        let groups = [&TAR_KEYWORDS[..], &args::FETCH_KEYWORDS, &CACHE_KEYWORDS];
+        keywords(&["index_dir"], &groups)
     }
 }
 
@@ -614,6 +610,18 @@ impl RustClass for TarDataset {
         }
         Ok(crate::pipeline::tar_sample(py, bytes)?.into_any())
     }
+}
+
+/// The keywords [`tar_options`] reads beyond the fetch options.
+const TAR_KEYWORDS: [&str; 4] = ["member", "headers", "options", "connect_timeout"];
+
+/// A constructor's keywords: its own, then those of the option groups it reads.
+fn keywords(own: &[&'static str], groups: &[&[&'static str]]) -> Vec<&'static str> {
+    let mut known = own.to_vec();
+    for group in groups {
+        known.extend_from_slice(group);
+    }
+    known
 }
 
 /// The options a tar dataset or stream reads from its keywords, `index_dir` left unset.
@@ -665,19 +673,10 @@ dataset_methods!(TarDataset, cached, {
                 None => dlrs_io::tar::default_index_dir(),
             },
         };
-        let first = locations.first().map_or_else(String::new, |l| {
-            format!(", first {}", quoted(&redact_url(l)))
-        });
-        let shown_member = options
-            .member
-            .as_deref()
-            .map_or_else(String::new, |m| format!(", member={}", quoted(m)));
-        let count = locations.len();
+        let listed = listed("TarDataset", "shards", &locations, |l| redact_url(l));
+        let member = shown_member(&options);
         let inner = wait_for(py, dlrs_io::TarDataset::open(locations, options))?;
-        let head = format!(
-            "TarDataset({count} shards{first}, {} samples{shown_member}",
-            inner.len()
-        );
+        let head = format!("{listed}, {} samples{member}", inner.len());
         Ok(Self(Parts::new(inner, cache, &head)))
     }
 

@@ -19,7 +19,7 @@ use dlrs_io::tar::{Position, Read};
 use dlrs_io::{Runtime, redact_url};
 use tokio::sync::mpsc::{Receiver, error::TryRecvError};
 
-use super::{args, locations, quoted, tar_options};
+use super::{TAR_KEYWORDS, args, keywords, listed, locations, shown_member, tar_options};
 use crate::errors::io_error;
 use crate::seam::{Slice, wait_interruptibly};
 use crate::text::wrong_type;
@@ -71,20 +71,10 @@ pub struct TarStream {
 }
 
 impl TarStream {
-    const KEYWORDS: [&str; 12] = [
-        "shuffle_shards",
-        "split_by_rank",
-        "seed",
-        "member",
-        "headers",
-        "options",
-        "timeout",
-        "connect_timeout",
-        "retries",
-        "backoff",
-        "max_backoff",
-        "max_bytes",
-    ];
+    fn keywords() -> Vec<&'static str> {
+        let own = ["shuffle_shards", "split_by_rank", "seed"];
+        keywords(&own, &[&TAR_KEYWORDS, &args::FETCH_KEYWORDS])
+    }
 }
 
 /// `(id, num_workers)` of the worker reading, by our `get_worker_info()` or torch's (in a
@@ -147,39 +137,24 @@ impl TarStream {
                           headers=None, options=None, timeout=30.0, connect_timeout=10.0, \
                           retries=3, backoff=0.1, max_backoff=5.0, max_bytes=67108864)"
     )]
-    fn new(
-        py: Python<'_>,
-        locations: &Bound<'_, PyAny>,
-        options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
-        let kw = args::Keywords::new("TarStream", options, &Self::KEYWORDS)?;
+    fn new(locations: &Bound<'_, PyAny>, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let py = locations.py();
+        let kw = args::Keywords::new("TarStream", options, &Self::keywords())?;
         let locations = self::locations(locations)?;
-        let shuffle = match kw.get("shuffle_shards") {
-            Some(v) => crate::args::flag_arg("shuffle_shards", v)?,
-            None => false,
-        };
-        let split_by_rank = match kw.get("split_by_rank") {
-            Some(v) => crate::args::flag_arg("split_by_rank", v)?,
-            None => false,
-        };
-        let seed = match kw.get("seed") {
-            Some(v) => crate::args::seed_arg("TarStream", v)?,
-            None => 0,
-        };
+        let shuffle = kw.flag("shuffle_shards")?;
+        let split_by_rank = kw.flag("split_by_rank")?;
+        let seed = kw
+            .get("seed")
+            .map_or(Ok(0), |v| crate::args::seed_arg("TarStream", v))?;
         let options = tar_options(&kw)?;
-        let first = locations.first().map_or_else(String::new, |l| {
-            format!(", first {}", quoted(&redact_url(l)))
-        });
-        let mut shown = format!("TarStream({} shards{first}", locations.len());
+        let mut shown = listed("TarStream", "shards", &locations, |l| redact_url(l));
         if shuffle {
             shown.push_str(&format!(", shuffle_shards=True, seed={seed}"));
         }
         if split_by_rank {
             shown.push_str(", split_by_rank=True");
         }
-        if let Some(m) = &options.member {
-            shown.push_str(&format!(", member={}", quoted(m)));
-        }
+        shown.push_str(&shown_member(&options));
         shown.push(')');
         let inner = super::detached(py, || dlrs_io::TarStream::new(locations, options))?;
         Ok(Self {
