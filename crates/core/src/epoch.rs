@@ -173,12 +173,13 @@ impl<S: Source> Epoch<S> {
         number: u64,
         stats: Arc<Stats>,
     ) -> Self {
+        let config = *config;
         let Config {
             num_workers,
             prefetch_depth,
             item_concurrency,
             ..
-        } = *config;
+        } = config;
         let plan = Arc::new(plan);
         let num_batches = plan.num_batches();
         let start = start.min(num_batches);
@@ -209,7 +210,7 @@ impl<S: Source> Epoch<S> {
                 ready: Condvar::new(),
                 space: Condvar::new(),
                 capacity,
-                turns: source.takes_turns(),
+                turns: source.takes_turns(&config),
             });
             let runners = u64::try_from(num_workers)
                 .unwrap_or(u64::MAX)
@@ -228,7 +229,7 @@ impl<S: Source> Epoch<S> {
                 };
                 pool.execute_leaving(move |leaving| {
                     let _leave = Leave(&shared, leaving);
-                    run_worker(&shared, &*source, &plan, ctx, num_batches);
+                    run_worker(&shared, &*source, &config, &plan, ctx, num_batches);
                 });
             }
             Mode::Workers(shared)
@@ -710,6 +711,7 @@ impl<S: Source> Drop for Leave<'_, S> {
 fn run_worker<S: Source>(
     shared: &Shared<S>,
     source: &S,
+    config: &Config,
     plan: &EpochPlan,
     mut ctx: BatchCtx,
     num_batches: u64,
@@ -718,7 +720,7 @@ fn run_worker<S: Source>(
     let mut done: Option<Finished<S>> = None;
     while wait_for_room(shared, &ctx, num_batches) {
         let turn = shared.turns.then(|| enter_turn(shared, &ctx, num_batches));
-        let over = source.session(|| {
+        let over = source.session(config, || {
             loop {
                 let b = match store_and_claim(shared, &ctx, &mut done, num_batches) {
                     Claim::Got(b) => b,
@@ -883,7 +885,7 @@ mod tests {
             Ok(indices[0])
         }
 
-        fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+        fn session<R>(&self, _: &Config, f: impl FnOnce() -> R) -> R {
             let mut state = lock(&self.state);
             while !state.open {
                 state = wait(&self.changed, state);
@@ -892,7 +894,7 @@ mod tests {
             f()
         }
 
-        fn takes_turns(&self) -> bool {
+        fn takes_turns(&self, _: &Config) -> bool {
             self.turns
         }
     }
@@ -1071,7 +1073,7 @@ mod model {
             Ok(indices[0])
         }
 
-        fn takes_turns(&self) -> bool {
+        fn takes_turns(&self, _: &Config) -> bool {
             self.turns
         }
     }

@@ -608,7 +608,7 @@ mod tests {
             Ok(indices[0])
         }
 
-        fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+        fn session<R>(&self, _: &crate::Config, f: impl FnOnce() -> R) -> R {
             let r = f();
             let after = LOADED_FOR.with(std::cell::Cell::get) + 1;
             let deadline = Instant::now() + Duration::from_secs(10);

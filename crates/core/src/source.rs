@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::error::{LoadError, worker_panic_message};
 use crate::pool::Pool;
 use crate::sync::{self, Condvar, Mutex, lock, wait, wait_timeout};
@@ -36,8 +37,10 @@ pub trait Source: Send + Sync + 'static {
 
     /// Runs `f`, which loads one or more batches back to back on this worker, inside one
     /// session of the source: a source that must take a lock or an interpreter to load can take
-    /// it once for the whole run. `f` never waits for the consumer. The default just calls `f`.
-    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+    /// it once for the whole run. `f` never waits for the consumer. `config` is the loader's.
+    /// The default just calls `f`.
+    fn session<R>(&self, config: &Config, f: impl FnOnce() -> R) -> R {
+        let _ = config;
         f()
     }
 
@@ -60,8 +63,10 @@ pub trait Source: Send + Sync + 'static {
     /// interpreter lock) that the consumer lets go only while it waits for a batch. Workers
     /// then enter a session when the consumer waits, and the consumer takes its batch when the
     /// sessions ended, each waiting briefly without sleeping first: a hand-over between
-    /// threads on two processors then costs no sleep on that lock. The default is no.
-    fn takes_turns(&self) -> bool {
+    /// threads on two processors then costs no sleep on that lock. `config` is the loader's.
+    /// The default is no.
+    fn takes_turns(&self, config: &Config) -> bool {
+        let _ = config;
         false
     }
 }

@@ -659,7 +659,6 @@ impl Loader {
         };
         let source = AnySource::Python(PySource {
             calls: Arc::new(calls),
-            item_concurrency: common.item_concurrency,
             gil: crate::attach::gil_enabled(py)?,
         });
         let inner = dlrs_core::Loader::new(source, common.config()).map_err(|e| core_error(&e))?;

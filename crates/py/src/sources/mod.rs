@@ -21,7 +21,7 @@ use pyo3::PyTraverseError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 
-use dlrs_core::{BatchCtx, ItemStats, LoadError, Source, WAIT_SLICE};
+use dlrs_core::{BatchCtx, Config, ItemStats, LoadError, Source, WAIT_SLICE};
 use dlrs_io::Runtime;
 
 use crate::errors::io_error;
@@ -68,18 +68,18 @@ impl Source for AnySource {
         )
     }
 
-    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
+    fn session<R>(&self, config: &Config, f: impl FnOnce() -> R) -> R {
         match self {
-            Self::Python(s) => s.session(f),
+            Self::Python(s) => s.session(config, f),
             // These wait on tokio with the interpreter released; a stream's batch waits for
             // its reader's turn without it.
             Self::Rust(_) | Self::Async(_) | Self::Stream(_) => f(),
         }
     }
 
-    fn takes_turns(&self) -> bool {
+    fn takes_turns(&self, config: &Config) -> bool {
         match self {
-            Self::Python(s) => s.takes_turns(),
+            Self::Python(s) => s.takes_turns(config),
             Self::Rust(_) | Self::Async(_) | Self::Stream(_) => false,
         }
     }

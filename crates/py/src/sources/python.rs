@@ -11,7 +11,7 @@ use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyType};
 
-use dlrs_core::{BatchCtx, LoadError, Source};
+use dlrs_core::{BatchCtx, Config, LoadError, Source};
 
 use crate::errors::no_stop_iteration;
 use crate::pipeline::{Loaded, Pipeline};
@@ -172,9 +172,6 @@ fn wrong_count(expected: usize, got: usize, more: bool) -> PyErr {
 /// A Python dataset, loaded a batch at a time.
 pub struct PySource {
     pub calls: Arc<Calls>,
-    /// Items of one batch fetched at once; above 1 a worker must not hold the interpreter
-    /// while its helpers (which need it) fetch.
-    pub item_concurrency: usize,
     /// The interpreter runs with a GIL: the workers' sessions and the consumer take turns.
     pub gil: bool,
 }
@@ -247,9 +244,10 @@ impl Source for PySource {
     }
 
     /// A worker keeps the interpreter across the batches it can load back to back: under the
-    /// GIL, each hand-over between threads costs more than a small batch.
-    fn session<R>(&self, f: impl FnOnce() -> R) -> R {
-        if self.item_concurrency > 1 {
+    /// GIL, each hand-over between threads costs more than a small batch. Not when items are
+    /// fetched on helpers: they need the interpreter while the worker waits for them.
+    fn session<R>(&self, config: &Config, f: impl FnOnce() -> R) -> R {
+        if config.item_concurrency > 1 {
             f()
         } else {
             // Refused once the interpreter exits: the batches then fail without it.
@@ -261,7 +259,7 @@ impl Source for PySource {
         }
     }
 
-    fn takes_turns(&self) -> bool {
-        self.gil && self.item_concurrency <= 1
+    fn takes_turns(&self, config: &Config) -> bool {
+        self.gil && config.item_concurrency <= 1
     }
 }
