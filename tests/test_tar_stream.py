@@ -246,9 +246,19 @@ def huge_claim() -> bytes:
     return good + bytes(header) + b"x" * 512 + bytes(1024)
 
 
+def changed_gzip_trailer(at: int) -> bytes:
+    """A gzip shard with one byte of its checksum (-8) or size (-1) changed."""
+    data = bytearray(gzip.compress(write_shard(["000001", "000002"])))
+    data[at] ^= 1
+    return bytes(data)
+
+
 @pytest.mark.parametrize(
     ("name", "data", "error", "message"),
     [
+        ("crc.tar.gz", changed_gzip_trailer(-8), ValueError, "checksum"),
+        ("size.tar.gz", changed_gzip_trailer(-1), ValueError, "checksum"),
+        ("trailer.tar.gz", gzip.compress(write_shard(["000001", "000002"]))[:-4], ValueError, "checksum"),
         ("cut.tar", write_shard(["000001", "000002"])[:1800], ValueError, "truncated"),
         ("cut.tar.gz", gzip.compress(write_shard(["000001", "000002"]))[:-30], ValueError, "bad gzip data"),
         ("noise.tar", bytes(range(256)) * 8, ValueError, "not a tar header"),

@@ -18,6 +18,15 @@ use crate::stats::IoStats;
 /// gives at most ~16 MiB.
 const GZIP_PIECE: usize = 16 << 10;
 
+/// Past a gzip shard's end-of-archive block, its compressed bytes read at most (counted from
+/// the piece after the one the archive ended in): the rest of the gzip stream (its checksum
+/// and size) is looked for there.
+const MAX_AFTER_END: u64 = 1 << 20;
+
+/// Past a gzip shard's end-of-archive block, its decompressed bytes at most (tar pads an
+/// archive to a whole record with zeros).
+const MAX_INFLATED_AFTER_END: u64 = 16 << 20;
+
 /// The first bytes of a gzip stream.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
@@ -27,7 +36,9 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// `Range` or one GET of an object.
 ///
 /// A gzip shard (found by its first bytes) is decompressed as its bytes arrive, a bounded
-/// piece at a time, so a small shard that inflates to gigabytes never sits in memory. Headers
+/// piece at a time, so a small shard that inflates to gigabytes never sits in memory; it is
+/// read to the end of its gzip stream, whose checksums are checked there, after the shard's
+/// samples (a mismatch is then the shard's error). Headers
 /// go through the map-style dataset's push parser; every size a header
 /// claims is checked against `max_bytes` before a byte of it is kept, and a member's buffer
 /// grows with the bytes that arrived, never from the claim.
@@ -181,7 +192,9 @@ struct ShardRead {
     size: Option<u64>,
     /// The first bytes, until there are enough to tell gzip from tar.
     head: Vec<u8>,
-    gunzip: Option<flate2::write::MultiGzDecoder<Vec<u8>>>,
+    gunzip: Option<Gunzip>,
+    /// Past a gzip shard's end of archive: its compressed and decompressed bytes so far.
+    after_end: (u64, u64),
     unpack: Option<Unpacker>,
     /// The error that ends the shard, handed out after the samples before it.
     failed: Option<Error>,
@@ -200,6 +213,7 @@ impl ShardRead {
             size: None,
             head: Vec::new(),
             gunzip: None,
+            after_end: (0, 0),
             unpack: None,
             failed: None,
             ended: false,
@@ -264,8 +278,9 @@ impl ShardRead {
                 let chunk = chunk?;
                 self.inner.stats.fetched(chunk.len());
                 self.push(&chunk)?;
-                if self.unpack.as_ref().is_some_and(Unpacker::is_done) {
-                    // What follows the end-of-archive block is not read.
+                if self.gunzip.is_none() && self.unpack.as_ref().is_some_and(Unpacker::is_done) {
+                    // What follows the end-of-archive block is not read; a gzip shard is
+                    // read on to its checksum.
                     self.ended = true;
                     self.body = None;
                 }
@@ -312,7 +327,7 @@ impl ShardRead {
         }
         let mut indexer = Indexer::new();
         if gzip {
-            self.gunzip = Some(flate2::write::MultiGzDecoder::new(Vec::new()));
+            self.gunzip = Some(Gunzip::new());
         } else if let Some(size) = self.size {
             // A member claiming more than the shard holds is found at its header.
             indexer = indexer.with_size(size);
@@ -332,21 +347,43 @@ impl ShardRead {
             return Ok(());
         };
         let Some(gunzip) = self.gunzip.as_mut() else {
-            return unpack.push(bytes);
+            return unpack.push(bytes).map(drop);
         };
         for piece in bytes.chunks(GZIP_PIECE) {
-            if unpack.is_done() {
-                break;
+            let done = unpack.is_done();
+            let inflated = gunzip.write(piece);
+            let mut out = gunzip.take();
+            if let Err(e) = inflated {
+                // What came out before the bad bytes is the shard's still.
+                if !done {
+                    unpack.push(&out)?;
+                }
+                return Err(bad_gzip(&unpack.shown, &e));
             }
-            gunzip
-                .write_all(piece)
-                .and_then(|()| gunzip.flush())
-                .map_err(|e| bad_gzip(&unpack.shown, &e))?;
-            let out = std::mem::take(gunzip.get_mut());
-            unpack.push(&out)?;
-            let mut out = out;
+            let past_end = if done {
+                out.len() as u64
+            } else {
+                unpack.push(&out)?
+            };
+            if unpack.is_done() {
+                let (read, inflated) = &mut self.after_end;
+                if done {
+                    *read += piece.len() as u64;
+                }
+                *inflated += past_end;
+                if *read > MAX_AFTER_END || *inflated > MAX_INFLATED_AFTER_END {
+                    return Err(Error::InvalidData {
+                        location: unpack.shown.clone(),
+                        message: format!(
+                            "the gzip stream goes on after the end of the archive (more than \
+                             {MAX_AFTER_END} bytes or {MAX_INFLATED_AFTER_END} bytes \
+                             decompressed)"
+                        ),
+                    });
+                }
+            }
             out.clear();
-            *gunzip.get_mut() = out;
+            gunzip.give_back(out);
         }
         Ok(())
     }
@@ -362,16 +399,85 @@ impl ShardRead {
         let Some(unpack) = self.unpack.as_mut() else {
             return Ok(());
         };
-        if let Some(gunzip) = self.gunzip.as_mut()
-            && !unpack.is_done()
-        {
-            gunzip
-                .try_finish()
-                .map_err(|e| bad_gzip(&unpack.shown, &e))?;
-            let out = std::mem::take(gunzip.get_mut());
-            unpack.push(&out)?;
+        if let Some(gunzip) = self.gunzip.as_mut() {
+            // The checksum and size at the end of the gzip stream are checked here.
+            let finished = gunzip.finish();
+            let out = gunzip.take();
+            if !unpack.is_done() {
+                unpack.push(&out)?;
+            }
+            finished.map_err(|e| bad_gzip(&unpack.shown, &e))?;
         }
         unpack.finish()
+    }
+}
+
+/// A gzip stream decompressed as its bytes arrive: members one after the other, each checked
+/// by its checksum and size when it ends, and zero bytes after a member taken as padding (tar
+/// tapes are padded so; gzip and Python's gzip module allow it).
+struct Gunzip {
+    member: flate2::write::GzDecoder<Vec<u8>>,
+    /// No byte of the current member was written yet.
+    fresh: bool,
+    /// Zero bytes came after a member: nothing but zeros may follow.
+    padding: bool,
+}
+
+impl Gunzip {
+    fn new() -> Gunzip {
+        Gunzip {
+            member: flate2::write::GzDecoder::new(Vec::new()),
+            fresh: true,
+            padding: false,
+        }
+    }
+
+    /// Decompresses `input`; the output waits in the buffer until [`Gunzip::take`].
+    fn write(&mut self, mut input: &[u8]) -> std::io::Result<()> {
+        while !input.is_empty() {
+            if self.padding {
+                if input.iter().any(|&b| b != 0) {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "bytes other than zeros after the gzip stream's padding",
+                    ));
+                }
+                return Ok(());
+            }
+            let n = self.member.write(input)?;
+            if n == 0 {
+                // The member ended (its checksum and size read): check them, start the next.
+                self.member.try_finish()?;
+                let out = std::mem::take(self.member.get_mut());
+                self.member = flate2::write::GzDecoder::new(out);
+                self.fresh = true;
+                if input[0] == 0 {
+                    self.padding = true;
+                }
+                continue;
+            }
+            self.fresh = false;
+            input = &input[n..];
+        }
+        // The decoder keeps some output back until flushed.
+        self.member.flush()
+    }
+
+    /// The input ended: the member being read must be whole.
+    fn finish(&mut self) -> std::io::Result<()> {
+        if self.fresh || self.padding {
+            return Ok(());
+        }
+        self.member.try_finish()
+    }
+
+    fn take(&mut self) -> Vec<u8> {
+        std::mem::take(self.member.get_mut())
+    }
+
+    /// An emptied buffer, to be written into again.
+    fn give_back(&mut self, out: Vec<u8>) {
+        *self.member.get_mut() = out;
     }
 }
 
@@ -432,7 +538,8 @@ impl Unpacker {
         self.done
     }
 
-    fn push(&mut self, mut input: &[u8]) -> Result<(), Error> {
+    /// Takes the archive's next bytes; returns how many of them came after its end (not read).
+    fn push(&mut self, mut input: &[u8]) -> Result<u64, Error> {
         while !input.is_empty() && !self.done {
             if let Some(capture) = self.capture.as_mut() {
                 let n = capture.remaining.min(input.len() as u64) as usize;
@@ -471,7 +578,7 @@ impl Unpacker {
                 self.flush();
             }
         }
-        Ok(())
+        Ok(input.len() as u64)
     }
 
     /// A member's header was read: its data comes next.

@@ -459,3 +459,101 @@ fn assert_ends_with<T: std::fmt::Debug>(shown: &Result<T, String>, tail: &str) {
     let message = shown.as_ref().unwrap_err();
     assert!(message.ends_with(tail), "{message}");
 }
+
+#[test]
+fn a_gzip_shard_is_checked_to_its_trailer() {
+    // The archive ends before the gzip stream does: its checksum and size come after.
+    let dir = TempDir::new();
+    let keys = ["000001", "000002"];
+    let packed = gzip(&shard(&keys));
+    let n = packed.len();
+    let flipped = |at: usize| {
+        let mut bytes = packed.clone();
+        bytes[at] ^= 1;
+        bytes
+    };
+    let mut zero_padded = packed.clone();
+    zero_padded.extend([0; 512]);
+    let mut twice = packed.clone();
+    twice.extend(gzip(b"a second gzip member"));
+    let good = [("padded.tar.gz", zero_padded), ("two.tar.gz", twice)];
+    for (name, bytes) in good {
+        let location = write(&dir, name, &bytes);
+        let stream = open(std::slice::from_ref(&location), TarOptions::default());
+        let reads = read_all(&stream, vec![0], Position::default());
+        assert_eq!(shapes(&reads), expected(&keys), "{name}");
+    }
+    let bad = [
+        ("crc.tar.gz", flipped(n - 8), "checksum"),
+        ("size.tar.gz", flipped(n - 1), "checksum"),
+        ("cut.tar.gz", packed[..n - 4].to_vec(), "checksum"),
+        (
+            "junk.tar.gz",
+            [&packed[..], b"junk after it"].concat(),
+            "invalid gzip header",
+        ),
+        (
+            "padded-junk.tar.gz",
+            [&packed[..], &[0; 9], b"x"].concat(),
+            "other than zeros",
+        ),
+    ];
+    for (name, bytes, message) in bad {
+        let location = write(&dir, name, &bytes);
+        let stream = open(std::slice::from_ref(&location), TarOptions::default());
+        let reads = read_all(&stream, vec![0], Position::default());
+        let shapes = shapes(&reads);
+        assert_eq!(
+            shapes[..2],
+            expected(&keys),
+            "{name}: the samples come first"
+        );
+        assert_eq!(shapes.len(), 3, "{name}: {shapes:?}");
+        let error = reads[2].sample.as_ref().unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidData { location: l, .. } if *l == location),
+            "{name}: {error}"
+        );
+        assert!(error.to_string().contains(message), "{name}: {error}");
+        assert_eq!(
+            reads[2].after,
+            Position {
+                shard: 1,
+                sample: 0
+            }
+        );
+    }
+}
+
+#[test]
+fn what_follows_a_gzip_archive_is_read_only_so_far() {
+    // Past the archive's end, only the gzip stream's end is looked for: a shard whose
+    // compressed tail goes on and on is an error, not a read without end.
+    let dir = TempDir::new();
+    let keys = ["000001"];
+    let packed = gzip(&shard(&keys));
+    // Zeros that inflate past the limit; bytes that do not compress, past the other one.
+    let zeros = gzip(&vec![0; (MAX_INFLATED_AFTER_END + 1024) as usize]);
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let noise: Vec<u8> = (0..MAX_AFTER_END + 2 * GZIP_PIECE as u64)
+        .map(|_| {
+            // xorshift64: bytes deflate cannot shrink.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 56) as u8
+        })
+        .collect();
+    for (name, tail) in [("zeros.tar.gz", zeros), ("noise.tar.gz", gzip(&noise))] {
+        let location = write(&dir, name, &[&packed[..], &tail].concat());
+        let stream = open(std::slice::from_ref(&location), TarOptions::default());
+        let reads = read_all(&stream, vec![0], Position::default());
+        assert_eq!(shapes(&reads)[..1], expected(&keys), "{name}");
+        assert_eq!(reads.len(), 2, "{name}: {:?}", shapes(&reads));
+        let error = reads[1].sample.as_ref().unwrap_err();
+        assert!(
+            error.to_string().contains("after the end of the archive"),
+            "{name}: {error}"
+        );
+    }
+}
