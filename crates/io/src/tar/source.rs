@@ -825,6 +825,7 @@ impl Transports {
             Place::File(path) => {
                 let (path, owned) = (path.clone(), shown.to_owned());
                 let (file, size) = blocking(move || open_regular(&path, &owned)).await?;
+                let opened = file.metadata().ok().and_then(|m| m.modified().ok());
                 let file = std::sync::Arc::new(file);
                 let shown = shown.to_owned();
                 let body = futures::stream::try_unfold(0u64, move |at| {
@@ -835,6 +836,7 @@ impl Transports {
                             let n =
                                 read_at(&file, &mut buf, at).map_err(|e| Error::io(&shown, e))?;
                             buf.truncate(n);
+                            unchanged_since_opened(&file, &shown, (size, opened), at, n)?;
                             Ok(buf)
                         })
                         .await?;
@@ -875,6 +877,32 @@ impl Transports {
 
 /// Opens a file shard to read it whole: links are followed (as for a map-style shard), but
 /// only a regular file is read (the open does not wait for a FIFO's writer).
+/// After each read of a file read front to back (`n` bytes at `at`): its size and modification
+/// time are still those it was opened with, and at its end all of it was read. Otherwise the
+/// bytes handed on may mix two versions of the file.
+#[cfg(feature = "file")]
+fn unchanged_since_opened(
+    file: &std::fs::File,
+    shown: &str,
+    (size, modified): (u64, Option<std::time::SystemTime>),
+    at: u64,
+    n: usize,
+) -> Result<(), Error> {
+    let now = file.metadata().map_err(|e| Error::io(shown, e))?;
+    let ended_early = n == 0 && at != size;
+    let what = if now.len() != size || ended_early {
+        format!("{size} bytes when opened, {} now", now.len())
+    } else if now.modified().ok() != modified {
+        "modified since it was opened".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidData {
+        location: shown.to_owned(),
+        message: format!("the file changed while it was read ({what})"),
+    })
+}
+
 #[cfg(feature = "file")]
 fn open_regular(path: &std::path::Path, shown: &str) -> Result<(std::fs::File, u64), Error> {
     let mut options = std::fs::OpenOptions::new();

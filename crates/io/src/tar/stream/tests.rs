@@ -557,3 +557,49 @@ fn what_follows_a_gzip_archive_is_read_only_so_far() {
         );
     }
 }
+
+#[test]
+fn a_file_changed_while_read_is_an_error() {
+    // Samples larger than one read of the file, so that the read is under way when it changes.
+    let mut w = Writer::new();
+    for i in 0..4u8 {
+        w.file(&format!("00000{i}.bin"), &vec![i; 300 << 10], Long::Ustar);
+    }
+    let bytes = w.finish();
+    type Change = fn(&std::fs::File, u64);
+    let changes: [(&str, Change); 2] = [
+        ("rewritten", |file, len| {
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&[9; 4096], len - 300_000).unwrap();
+            let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+            file.set_modified(later).unwrap();
+        }),
+        ("cut", |file, len| file.set_len(len / 2).unwrap()),
+    ];
+    for (name, change) in changes {
+        let dir = TempDir::new();
+        let location = write(&dir, "a.tar", &bytes);
+        let stream = open(std::slice::from_ref(&location), TarOptions::default());
+        let runtime = Runtime::new(Some(1)).unwrap();
+        let mut read = stream.read(vec![0], Position::default());
+        let first = runtime.block_on(read.next()).unwrap().unwrap();
+        assert_eq!(first.sample.unwrap().key(), "000000");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&location)
+            .unwrap();
+        change(&file, bytes.len() as u64);
+        let rest = runtime.block_on(read.collect::<Vec<_>>()).unwrap();
+        let Err(error) = &rest.last().unwrap().sample else {
+            panic!("{name}: the read ended without an error");
+        };
+        assert!(
+            matches!(error, Error::InvalidData { location: l, .. } if *l == location),
+            "{name}: {error}"
+        );
+        assert!(
+            error.to_string().contains("changed while it was read"),
+            "{name}: {error}"
+        );
+    }
+}
