@@ -5,11 +5,12 @@
 //! turn, takes its items, hands the turn on at once, then runs [`Stages::transform`] on each
 //! item and [`Stages::collate`] on its own thread while the next worker reads. So the batches
 //! keep the stream's order whatever the number of workers, and the CPU work is spread over
-//! them.
+//! them. The transforms run on the worker's thread, whatever [`Stages::runs_on_pool`] says.
 //!
 //! The pipeline owns the read of one epoch at a time. The first batch of a new epoch (a new
-//! [`BatchCtx::epoch_id`]) starts a new read, [`ItemStream::items`] of the epoch's number, and
-//! the older read is dropped. A read runs on the pipeline's [`Runtime`], blocked on from the
+//! [`BatchCtx::epoch_id`], so two epochs of one number are read twice) starts a new read,
+//! [`ItemStream::items`] of the epoch's number, and the older read is dropped: a batch of the
+//! older epoch that comes later fails. A read runs on the pipeline's [`Runtime`], blocked on from the
 //! worker's thread, never inside the runtime. Every wait, for a turn or for items, checks the
 //! epoch's cancellation each [`WAIT_SLICE`], so an abandoned epoch frees its workers.
 //!
