@@ -48,18 +48,24 @@ Examples:
   dlrs prefetch '/mnt/nfs/tiles/{index}.png' --length 5000 --timeout 10 --retries 2 --out t/";
 
 const BENCH_EXAMPLES: &str = "\
-Workloads (all four when none is named):
+Workloads (all five when none is named):
   overhead  a source that returns its indices: the loader's own cost per batch
   files     files of --item-bytes read through FileDataset (page cache warm)
   images    generated 224x224 PNG tiles: Decode, ToRgb, ToFloat, Normalize, ToChw, collated NCHW
   http      --item-bytes bodies from a loopback server with --latency-ms, through HttpDataset
+  tar       --shards tar shards of the images' tiles as <key>.png members (PNG: no JPEG encoder
+            is a dependency), served by a loopback server with --latency-ms, read front to back
+            in order over HTTP (TarStream, StreamPipeline), each tile through the images' chain
 
 Each batch is loaded on one of --workers threads; its items are fetched --concurrency at a time
-(for images, that many tiles of a batch decode at once, on --workers transform threads).
+(for images, that many tiles of a batch decode at once, on --workers transform threads). For
+tar, the workers take turns at the one read of the shards, then each decodes its own batch;
+--concurrency does not apply.
 
 Examples:
   dlrs bench overhead --items 10000000 --batch-size 64 --workers 2
-  dlrs bench http --items 2048 --concurrency 64 --latency-ms 10 --json";
+  dlrs bench http --items 2048 --concurrency 64 --latency-ms 10 --json
+  dlrs bench tar --items 2048 --shards 16 --latency-ms 10";
 
 const SERVE_EXAMPLES: &str = "\
 Routes (GET; the query is ignored, so ?i=N makes distinct URLs of the same body):
@@ -175,15 +181,17 @@ pub enum Workload {
     Files,
     Images,
     Http,
+    Tar,
 }
 
 impl Workload {
     /// Every workload, in the order of the table.
-    pub const ALL: [Workload; 4] = [
+    pub const ALL: [Workload; 5] = [
         Workload::Overhead,
         Workload::Files,
         Workload::Images,
         Workload::Http,
+        Workload::Tar,
     ];
 
     /// The name on the command line and in the table.
@@ -193,6 +201,7 @@ impl Workload {
             Workload::Files => "files",
             Workload::Images => "images",
             Workload::Http => "http",
+            Workload::Tar => "tar",
         }
     }
 }
@@ -209,7 +218,8 @@ pub struct BenchArgs {
     /// Items per batch.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub batch_size: u32,
-    /// Items per epoch (default: 2,000,000 overhead, 4,096 files, 2,048 images, 2,048 http).
+    /// Items per epoch (default: 2,000,000 overhead, 4,096 files, 2,048 images, 2,048 http,
+    /// 2,048 tar).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub items: Option<u64>,
     /// Items of one batch fetched or decoded at once (default: 32 for files and http, --workers
@@ -223,9 +233,12 @@ pub struct BenchArgs {
     /// Bytes per item of the files and http workloads.
     #[arg(long, default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(0..=(64 << 20)))]
     pub item_bytes: u64,
-    /// The loopback server's latency per request, in milliseconds (http).
+    /// The loopback server's latency per request, in milliseconds (http, tar).
     #[arg(long, default_value_t = 10.0, value_parser = values::parse_millis)]
     pub latency_ms: f64,
+    /// The tar shards the items are spread over (tar; at most one per item).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub shards: u32,
     /// Epochs per workload; the table shows the fastest, the first batch of the first.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub epochs: u32,

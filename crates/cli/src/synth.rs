@@ -1,5 +1,5 @@
 //! Synthetic test images: smooth gradients with a little deterministic noise (so that PNG
-//! compresses them about as well as real tiles), encoded as PNG.
+//! compresses them about as well as real tiles), encoded as PNG; and tar archives of them.
 
 use anyhow::{Context, Result};
 
@@ -52,6 +52,45 @@ pub fn png(height: usize, width: usize, channels: usize, pixels: &[u8]) -> Resul
     Ok(out)
 }
 
+/// The tar (ustar) archive of `members`, `(name, data)` each, with its end-of-archive blocks.
+/// Names must fit a ustar header's 100 bytes.
+pub fn tar(members: &[(String, &[u8])]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for (name, data) in members {
+        if name.len() > 99 {
+            anyhow::bail!("the tar member name {name:?} is too long");
+        }
+        let mut header = [0u8; 512];
+        header[..name.len()].copy_from_slice(name.as_bytes());
+        let fields: [(usize, usize, u64); 5] = [
+            (100, 8, 0o644),              // mode
+            (108, 8, 0),                  // uid
+            (116, 8, 0),                  // gid
+            (124, 12, data.len() as u64), // size
+            (136, 12, 0),                 // mtime
+        ];
+        for (at, len, value) in fields {
+            let text = format!("{value:0width$o}", width = len - 1);
+            if text.len() != len - 1 {
+                anyhow::bail!("the tar member {name:?} is too large");
+            }
+            header[at..at + len - 1].copy_from_slice(text.as_bytes());
+        }
+        header[156] = b'0'; // a regular file
+        header[257..263].copy_from_slice(b"ustar\0");
+        header[263..265].copy_from_slice(b"00");
+        // The checksum is summed with its own field as spaces.
+        header[148..156].fill(b' ');
+        let sum: u32 = header.iter().map(|&b| u32::from(b)).sum();
+        header[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(data);
+        out.resize(out.len().next_multiple_of(512), 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +107,32 @@ mod tests {
             assert_eq!(im.pixels(), &Pixels::U8(px));
         }
         assert!(png(1, 1, 5, &[0; 5]).is_err());
+    }
+
+    #[test]
+    fn tars_hold_their_members() {
+        let members = [
+            ("000001.png".to_owned(), &b"abc"[..]),
+            ("x.txt".to_owned(), &[7; 600][..]),
+        ];
+        let archive = tar(&members).unwrap();
+        // Two headers, 1 + 2 data blocks, two end blocks.
+        assert_eq!(archive.len(), 512 * 7);
+        assert_eq!(&archive[512..515], b"abc");
+        assert_eq!(&archive[..10], b"000001.png");
+        let sum: u32 = archive[..512]
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                if (148..156).contains(&i) {
+                    32
+                } else {
+                    u32::from(b)
+                }
+            })
+            .sum();
+        assert_eq!(&archive[148..155], format!("{sum:06o}\0").as_bytes());
+        assert!(tar(&[("n".repeat(100), &b""[..])]).is_err());
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //!   `object-store` and `file` (all on by default; `file` alone builds no HTTP or TLS stack).
 //! - [`TarDataset`]: the samples of tar shards (WebDataset layout) on any of those, one range
 //!   read per sample ([`tar`]).
+//! - [`StreamPipeline`]: items read in order from a stream ([`TarItems`]: tar shards front to
+//!   back), batched in the stream's order by the loader's workers taking turns.
 //! - [`Cache`] and [`Cached`]: a local disk cache with a byte budget for the datasets that
 //!   fetch over the network, shared by the processes of a machine.
 //! - [`Error`]: the one error type, classified by [`Error::kind`] ([`ErrorKind`]).
@@ -52,6 +54,7 @@ mod redact;
 mod retry;
 mod runtime;
 mod stats;
+pub mod stream_source;
 #[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
 pub mod tar;
 pub mod template;
@@ -82,6 +85,9 @@ pub use retry::RETRY_STATUSES;
 pub use retry::{RetryOptions, seconds};
 pub use runtime::{MAX_THREADS, Runtime};
 pub use stats::{IoSnapshot, IoStats};
+#[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
+pub use stream_source::TarItems;
+pub use stream_source::{ItemStream, StreamPipeline};
 #[cfg(any(feature = "file", feature = "http", feature = "object-store"))]
 pub use tar::{Sample, TarDataset, TarOptions, TarStream};
 pub use template::{Column, Target, Template};

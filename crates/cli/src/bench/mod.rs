@@ -1,6 +1,6 @@
 //! `dlrs bench`: throughput workloads through the core's [`Loader`], measured in Rust.
 //!
-//! - [`workloads`]: the sources (overhead, files, images, http) and what each needs set up.
+//! - [`workloads`]: the sources (overhead, files, images, http, tar) and what each needs set up.
 //! - [`report`]: the table and the JSON.
 //!
 //! Each workload runs `--epochs` sequential epochs of `--items` items; the report keeps the

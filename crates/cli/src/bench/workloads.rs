@@ -8,7 +8,7 @@ use bytes::Bytes;
 use dlrs_core::{BatchCtx, Config, LoadError, Source};
 use dlrs_io::{
     Column, Dataset, FetchOptions, FileDataset, HttpDataset, HttpOptions, ImageStages, ItemAt,
-    Pipeline, Stages,
+    Pipeline, Stages, StreamPipeline, TarItems, TarOptions, TarStream,
 };
 use dlrs_transforms::{
     Batch, BatchLayout, Collator, Compose, Decode, Normalize, ToChw, ToFloat, ToRgb,
@@ -34,7 +34,7 @@ pub fn default_items(workload: Workload) -> u64 {
     match workload {
         Workload::Overhead => 2_000_000,
         Workload::Files => 4096,
-        Workload::Images | Workload::Http => 2048,
+        Workload::Images | Workload::Http | Workload::Tar => 2048,
     }
 }
 
@@ -49,7 +49,8 @@ pub fn run(
         batch_size: args.batch_size as usize,
         num_workers: args.workers as usize,
         item_concurrency: match (workload, args.concurrency) {
-            (Workload::Overhead, _) => 1,
+            // The tar workload's workers read and decode their batch themselves.
+            (Workload::Overhead | Workload::Tar, _) => 1,
             (_, Some(k)) => k as usize,
             // A batch's tiles decode on the transform threads, one a worker.
             (Workload::Images, None) => (args.workers as usize).max(1),
@@ -94,6 +95,14 @@ pub fn run(
                 HttpOptions::default(),
             )?;
             let source = fetch(Arc::new(dataset), args);
+            measure(name, source, config, items, args.epochs, &progress)
+        }
+        Workload::Tar => {
+            let shards = TarShards::new(items, u64::from(args.shards))?;
+            let latency = Duration::from_secs_f64(args.latency_ms / 1e3);
+            let server = LoopbackServer::serve_dir(0, latency, Some(shards.dir.0.clone()))
+                .context("cannot start the loopback server")?;
+            let source = shards.source(&server, config.num_workers)?;
             measure(name, source, config, items, args.epochs, &progress)
         }
     };
@@ -184,15 +193,27 @@ impl Dataset for Tiles {
     }
 }
 
-/// The images workload's source: PNG tiles decoded, made RGB float CHW normalised, collated,
-/// on `workers` transform threads.
-fn tiles(workers: usize) -> Result<Pipeline<ImageStages>> {
-    let tiles = (0..DISTINCT_TILES)
+/// The distinct PNG tiles of the images and tar workloads.
+fn png_tiles() -> Result<Vec<Bytes>> {
+    (0..DISTINCT_TILES)
         .map(|seed| {
             let px = synth::pixels(TILE, TILE, 3, seed as u64);
             synth::png(TILE, TILE, 3, &px).map(Bytes::from)
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect()
+}
+
+/// The images workload's source: PNG tiles decoded, made RGB float CHW normalised, collated,
+/// on `workers` transform threads.
+fn tiles(workers: usize) -> Result<Pipeline<ImageStages>> {
+    Ok(
+        Pipeline::new(Arc::new(Tiles(png_tiles()?)), image_stages(workers)?)
+            .transform_threads(workers.max(1)),
+    )
+}
+
+/// Each tile decoded, made RGB float CHW normalised, and the batch collated NCHW.
+fn image_stages(workers: usize) -> Result<ImageStages> {
     let steps = Compose::default()
         .then(Decode::default())
         .then(ToRgb)
@@ -204,10 +225,57 @@ fn tiles(workers: usize) -> Result<Pipeline<ImageStages>> {
         .then(ToChw);
     // Batches are dropped at once: a few buffers are enough to reuse every one.
     let collator = Collator::new(BatchLayout::Nchw, None, workers + 2);
-    Ok(
-        Pipeline::new(Arc::new(Tiles(tiles)), ImageStages::new(steps, collator))
-            .transform_threads(workers.max(1)),
-    )
+    Ok(ImageStages::new(steps, collator))
+}
+
+/// The tar workload's shards in a temporary directory: `items` tiles as `<key>.png` members,
+/// keys in order, spread evenly over the shards.
+struct TarShards {
+    dir: TempFiles,
+    shards: u64,
+}
+
+impl TarShards {
+    /// `items` tiles over `shards` shards (at most one per item).
+    fn new(items: u64, shards: u64) -> Result<TarShards> {
+        let tiles = png_tiles()?;
+        let dir = TempFiles::new(0, 0)?;
+        let shards = shards.clamp(1, items.max(1));
+        for s in 0..shards {
+            let members: Vec<(String, &[u8])> = (s * items / shards..(s + 1) * items / shards)
+                .map(|i| {
+                    (
+                        format!("{i:08}.png"),
+                        &*tiles[(i % tiles.len() as u64) as usize],
+                    )
+                })
+                .collect();
+            let path = dir.0.join(format!("{s:05}.tar"));
+            std::fs::write(&path, synth::tar(&members)?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Ok(TarShards { dir, shards })
+    }
+
+    /// The shards read in order from `server`, each sample's PNG through the images' chain.
+    fn source(
+        &self,
+        server: &LoopbackServer,
+        workers: usize,
+    ) -> Result<StreamPipeline<ImageStages>> {
+        let locations = (0..self.shards)
+            .map(|s| server.url(&format!("/{s:05}.tar")))
+            .collect();
+        let options = TarOptions {
+            member: Some("png".to_owned()),
+            ..TarOptions::default()
+        };
+        let stream = TarStream::new(locations, options)?;
+        Ok(StreamPipeline::new(
+            TarItems::new(stream, None)?,
+            image_stages(workers)?,
+        ))
+    }
 }
 
 impl Measured for Batch {
@@ -289,6 +357,7 @@ mod tests {
             (Workload::Files, 100 * 1000),
             (Workload::Images, 100 * 3 * 224 * 224 * 4),
             (Workload::Http, 100 * 1000),
+            (Workload::Tar, 100 * 3 * 224 * 224 * 4),
         ] {
             let m = run(workload, &a, quiet()).unwrap();
             assert_eq!(m.workload, workload.name());
@@ -332,6 +401,32 @@ mod tests {
     }
 
     #[test]
+    fn tar_spreads_the_items_over_its_shards() {
+        let a = args(&[
+            "--items",
+            "10",
+            "--shards",
+            "3",
+            "--batch-size",
+            "4",
+            "--latency-ms",
+            "0",
+        ]);
+        let shards = TarShards::new(10, 3).unwrap();
+        let names: Vec<_> = (0..3)
+            .map(|s| shards.dir.0.join(format!("{s:05}.tar")))
+            .collect();
+        assert!(names.iter().all(|n| n.is_file()));
+        let m = run(Workload::Tar, &a, quiet()).unwrap();
+        assert_eq!(
+            (m.items, m.bytes, m.concurrency),
+            (10, 10 * 3 * 224 * 224 * 4, 1)
+        );
+        // More shards than items: one item a shard.
+        assert_eq!(TarShards::new(2, 16).unwrap().shards, 2);
+    }
+
+    #[test]
     fn without_workers_batches_load_on_the_caller() {
         let a = args(&["--items", "10", "--batch-size", "3", "--workers", "0"]);
         let m = run(Workload::Overhead, &a, quiet()).unwrap();
@@ -342,5 +437,8 @@ mod tests {
     fn defaults() {
         assert_eq!(default_items(Workload::Overhead), 2_000_000);
         assert_eq!(default_items(Workload::Http), 2048);
+        assert_eq!(default_items(Workload::Tar), 2048);
+        assert_eq!(args(&[]).shards, 16);
+        assert_eq!(Workload::ALL.len(), 5);
     }
 }
