@@ -147,6 +147,9 @@ pub struct Epoch<S: Source> {
     item_concurrency: usize,
     num_batches: u64,
     number: u64,
+    /// The first batch, and the items of the order before it.
+    first_batch: u64,
+    skipped: u64,
     mode: Mode<S>,
     /// The process that started the epoch: after `fork`, its workers are not in this one.
     pid: u32,
@@ -183,6 +186,7 @@ impl<S: Source> Epoch<S> {
         let plan = Arc::new(plan);
         let num_batches = plan.num_batches();
         let start = start.min(num_batches);
+        let skipped = plan.items_before(start);
         let cancelled = Cancel::new();
         let mode = if num_workers == 0 {
             Mode::Inline(Mutex::new(start))
@@ -226,6 +230,8 @@ impl<S: Source> Epoch<S> {
                     batch: 0,
                     worker: usize::try_from(worker).ok(),
                     epoch: number,
+                    first_batch: start,
+                    skipped,
                 };
                 pool.execute_leaving(move |leaving| {
                     let _leave = Leave(&shared, leaving);
@@ -243,6 +249,8 @@ impl<S: Source> Epoch<S> {
             item_concurrency,
             num_batches,
             number,
+            first_batch: start,
+            skipped,
             mode,
             pid: crate::pid::current(),
         }
@@ -332,6 +340,8 @@ impl<S: Source> Epoch<S> {
             batch: b,
             worker: None,
             epoch: self.number,
+            first_batch: self.first_batch,
+            skipped: self.skipped,
         };
         let t = Instant::now();
         let outcome = load(&*self.source, &indices, &ctx);
@@ -781,6 +791,38 @@ mod tests {
             ..Config::default()
         };
         Loader::new(Echo, config).unwrap()
+    }
+
+    #[test]
+    fn a_batch_knows_where_its_epoch_started() {
+        // Each batch is (its number, the epoch's first batch, the items before that).
+        let starts = || {
+            crate::from_fn(|_: &[u64], ctx: &BatchCtx| {
+                Ok::<_, LoadError<()>>((ctx.batch_number(), ctx.first_batch(), ctx.skipped_items()))
+            })
+        };
+        for num_workers in [0, 2] {
+            let config = Config {
+                batch_size: 4,
+                num_workers,
+                ..Config::default()
+            };
+            let loader = Loader::new(starts(), config).unwrap();
+            let order = || Order::Sequential { len: 14 };
+            let got: Vec<_> = loader.epoch_from(order(), 2).map(Result::unwrap).collect();
+            assert_eq!(got, [(2, 2, 8), (3, 2, 8)], "{num_workers} workers");
+            let got: Vec<_> = loader.epoch(order()).map(Result::unwrap).collect();
+            assert_eq!(got[0], (0, 0, 0));
+            // Batches of a batch sampler: their own lengths.
+            let bounds: Arc<[u64]> = Arc::from([0, 5, 6, 14]);
+            let plan = EpochPlan::with_bounds(order(), bounds);
+            let got: Vec<_> = loader
+                .epoch_of_plan(plan, 1, 0)
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(got, [(1, 1, 5), (2, 1, 5)], "{num_workers} workers");
+            assert_eq!(loader.epoch_from(order(), 9).count(), 0, "past the end");
+        }
     }
 
     #[test]

@@ -60,6 +60,17 @@ impl EpochPlan {
         (start, (start + self.batch_size).min(self.order.len()))
     }
 
+    /// The items of the order before batch `b` (all of them for `b` past the last batch).
+    pub(crate) fn items_before(&self, b: u64) -> u64 {
+        if let Some(bounds) = &self.bounds {
+            let b = usize::try_from(b)
+                .unwrap_or(usize::MAX)
+                .min(bounds.len() - 1);
+            return bounds[b];
+        }
+        b.saturating_mul(self.batch_size).min(self.order.len())
+    }
+
     /// The number of batches of the epoch.
     #[must_use]
     pub fn num_batches(&self) -> u64 {

@@ -173,6 +173,9 @@ pub struct BatchCtx {
     pub(crate) batch: u64,
     pub(crate) worker: Option<usize>,
     pub(crate) epoch: u64,
+    /// The epoch's first batch, and the items of its order before it.
+    pub(crate) first_batch: u64,
+    pub(crate) skipped: u64,
 }
 
 impl BatchCtx {
@@ -205,6 +208,19 @@ impl BatchCtx {
     #[must_use]
     pub fn batch_number(&self) -> u64 {
         self.batch
+    }
+
+    /// The epoch's first batch: 0, or where a resumed epoch starts.
+    #[must_use]
+    pub fn first_batch(&self) -> u64 {
+        self.first_batch
+    }
+
+    /// The items of the epoch's order before its first batch: those the batches a resumed
+    /// epoch skips held (a source that reads its items in order must pass over them).
+    #[must_use]
+    pub fn skipped_items(&self) -> u64 {
+        self.skipped
     }
 
     /// The worker loading the batch, `0..num_workers`; `None` when the batch loads on the
@@ -393,6 +409,8 @@ mod tests {
             batch: 0,
             worker: None,
             epoch: 0,
+            first_batch: 0,
+            skipped: 0,
         }
     }
 

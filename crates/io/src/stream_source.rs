@@ -22,8 +22,10 @@
 //!
 //! [`TarItems`] reads a [`TarStream`]'s shards as such a stream: each sample's one member.
 //!
-//! An epoch is read from its first batch: a resumed epoch (`Loader::epoch_from`) is not
-//! supported.
+//! A resumed epoch (`Loader::epoch_from`) starts its read at the beginning too: its first
+//! batch reads and drops the items the skipped batches held ([`BatchCtx::skipped_items`]),
+//! then takes its own, so it goes on exactly where the interrupted epoch stopped, at the cost
+//! of reading what came before again.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -132,8 +134,10 @@ struct EpochRead {
 struct Turn {
     /// The batch that reads next.
     batch: u64,
-    /// The items taken so far.
+    /// The items taken so far (those passed over included).
     taken: u64,
+    /// Items to pass over before the next batch's own: a resumed epoch's skipped batches'.
+    skip: u64,
     /// The read; out of here while a batch reads it, and gone once it ended.
     stream: Option<Items>,
 }
@@ -204,8 +208,9 @@ impl<S: Stages> StreamPipeline<S> {
         let read = Arc::new(EpochRead {
             id: ctx.epoch_id(),
             turn: Mutex::new(Turn {
-                batch: 0,
+                batch: ctx.first_batch(),
                 taken: 0,
+                skip: ctx.skipped_items(),
                 stream: Some(self.items.items(ctx.epoch_number())),
             }),
             handed_on: Condvar::new(),
@@ -223,7 +228,8 @@ impl<S: Stages> StreamPipeline<S> {
         ctx: &BatchCtx,
     ) -> Result<Taken, LoadError<S::Error>> {
         let mut turn = self.wait_for_turn(read, ctx)?;
-        let first = turn.taken;
+        let skip = std::mem::take(&mut turn.skip);
+        let mut first = turn.taken;
         let stream = turn.stream.take();
         // Unlocked while reading: the waiting workers still see their epoch's cancellation.
         drop(turn);
@@ -236,14 +242,22 @@ impl<S: Stages> StreamPipeline<S> {
             return Ok((first, Vec::new())); // it ended before this batch
         };
         let reading = async {
+            let mut passed = 0;
+            while passed < skip {
+                // Read again and dropped, errors too: they were the skipped batches'.
+                if stream.next().await.is_none() {
+                    return (passed, Vec::new(), true);
+                }
+                passed += 1;
+            }
             let mut items = Vec::with_capacity(n);
             while items.len() < n {
                 match stream.next().await {
                     Some(item) => items.push(item),
-                    None => return (items, true),
+                    None => return (passed, items, true),
                 }
             }
-            (items, false)
+            (passed, items, false)
         };
         let outcome = self.runtime.block_on_checked(reading, WAIT_SLICE, || {
             if ctx.is_cancelled() { Err(()) } else { Ok(()) }
@@ -255,8 +269,9 @@ impl<S: Stages> StreamPipeline<S> {
             }
             // The epoch is abandoned: its read is of no more use.
             Ok(Err(())) => Err(LoadError::Cancelled),
-            Ok(Ok((items, ended))) => {
-                hand_on.taken = items.len() as u64;
+            Ok(Ok((passed, items, ended))) => {
+                first += passed;
+                hand_on.taken = passed + items.len() as u64;
                 if !ended {
                     hand_on.stream = Some(stream);
                 }

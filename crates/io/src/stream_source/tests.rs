@@ -142,6 +142,34 @@ fn batches_keep_the_streams_order_whatever_the_workers() {
 }
 
 #[test]
+fn a_resumed_epoch_goes_on_with_the_batches_an_uninterrupted_one_gives() {
+    for workers in [0, 1, 3] {
+        let counting = Counting {
+            len: 30,
+            fail: Some(2),
+            ..Counting::default()
+        };
+        let loader = loader_of(pipeline(counting, Tags::default()), 4, workers);
+        let whole = epoch(&loader, 30, 5);
+        for start in [1, 3, 7] {
+            let resumed: Vec<Outcome> = loader
+                .epoch_numbered(Order::Sequential { len: 30 }, start, 5)
+                .map(|b| b.map_err(|e| format!("{e:?}")))
+                .collect();
+            // The failed item was in batch 0: passed over with it.
+            assert_eq!(
+                resumed,
+                whole[start as usize..],
+                "{workers} workers, from {start}"
+            );
+        }
+        let after = epoch(&loader, 30, 6);
+        let want: Vec<String> = (4..30).map(|i| format!("6.{i}")).collect();
+        assert_eq!(texts(&after[1..]), want, "a whole epoch after resumed ones");
+    }
+}
+
+#[test]
 fn a_stream_that_ends_early_gives_a_short_batch_then_errors() {
     let counting = Counting {
         len: 10,
