@@ -110,3 +110,30 @@ def test_async_items_in_flight_while_coroutines_stall():
     assert s["fetch_p50_seconds"] is not None
     del it  # cancels the coroutines
     assert wait_until(lambda: loader.stats()["items_in_flight"] == 0)
+
+
+def test_a_tar_stream_counts_the_bytes_of_its_shards(tmp_path):
+    import gzip
+
+    from test_tar_dataset import write_shard
+
+    from dataloader_rs import PyIterableDataset, TarStream
+
+    plain = tmp_path / "a.tar"
+    plain.write_bytes(write_shard(["000001", "000002", "000003"]))
+    packed = tmp_path / "b.tar.gz"
+    packed.write_bytes(gzip.compress(write_shard(["000004", "000005"])))
+    loader = PyDataloader(TarStream([plain, packed]), batch_size=2, num_workers=2)
+    assert sum(len(b) for b in loader) == 5
+    s = loader.stats()
+    # Bytes as stored: the gzip shard's compressed ones.
+    assert s["bytes_fetched"] == plain.stat().st_size + packed.stat().st_size
+    assert (s["retries"], s["requests_in_flight"]) == (0, 0)
+
+    class Numbers(PyIterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+
+    other = PyDataloader(Numbers(), batch_size=2)
+    list(other)
+    assert other.stats()["bytes_fetched"] is None  # a Python stream does its own I/O

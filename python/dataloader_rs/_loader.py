@@ -865,7 +865,9 @@ class PyDataloader(Generic[B]):
 
     def stats(self) -> dict[str, Any]:
         """Counters over every epoch: batches and items handed out, failed batches, the time spent
-        waiting for batches, batch load latency (p50, p99) and skipped items."""
+        waiting for batches, batch load latency (p50, p99) and skipped items; for the Rust datasets
+        and ``TarStream``, their requests in flight, bytes fetched, retries and cache hits (None for
+        datasets that do their own I/O)."""
         return self._native.stats()
 
     @property

@@ -130,6 +130,12 @@ impl TarStream {
             .map(|(_, shown)| shown.as_str())
     }
 
+    /// The counters of the stream's reads (over every read of it): bytes as stored, requests
+    /// under way, retries.
+    pub fn io_stats(&self) -> &IoStats {
+        &self.inner.stats
+    }
+
     /// The member a sample is reduced to, if one was chosen.
     pub fn member(&self) -> Option<&str> {
         self.inner.member.as_deref()

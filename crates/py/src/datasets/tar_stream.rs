@@ -71,6 +71,11 @@ pub struct TarStream {
 }
 
 impl TarStream {
+    /// The counters of the stream's reads, for the loader's `stats()`.
+    pub fn io_stats(&self) -> &dlrs_io::IoStats {
+        self.inner.io_stats()
+    }
+
     fn keywords() -> Vec<&'static str> {
         let own = ["shuffle_shards", "split_by_rank", "seed"];
         keywords(&own, &[&TAR_KEYWORDS, &args::FETCH_KEYWORDS])

@@ -346,9 +346,15 @@ impl Loader {
             "transform_p99_seconds",
             secs(items.transform.quantile(0.99)),
         )?;
-        // Rust datasets only: Python and async datasets do their own I/O.
+        // Rust datasets and tar streams only: Python and async datasets do their own I/O.
         let io = match &**self.inner.source() {
             AnySource::Rust(s) => s.dataset().io_stats().map(dlrs_io::IoStats::snapshot),
+            AnySource::Stream(s) => s
+                .dataset
+                .bind(py)
+                .cast::<crate::datasets::TarStream>()
+                .ok()
+                .map(|t| t.get().io_stats().snapshot()),
             _ => None,
         };
         d.set_item("requests_in_flight", io.map(|s| s.requests_in_flight))?;
