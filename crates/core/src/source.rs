@@ -210,6 +210,24 @@ impl BatchCtx {
         self.batch
     }
 
+    /// Waits on `cv` until `ready` holds for the state `guard` guards, a
+    /// [`WAIT_SLICE`](crate::WAIT_SLICE) at a time: an abandoned epoch's wait ends at the next
+    /// slice (`None`), so no worker stays behind a turn that will not come.
+    pub fn wait_until<'a, T>(
+        &self,
+        cv: &Condvar,
+        mut guard: sync::MutexGuard<'a, T>,
+        mut ready: impl FnMut(&T) -> bool,
+    ) -> Option<sync::MutexGuard<'a, T>> {
+        while !ready(&guard) {
+            if self.is_cancelled() {
+                return None;
+            }
+            guard = wait_timeout(cv, guard, crate::WAIT_SLICE).0;
+        }
+        Some(guard)
+    }
+
     /// The epoch's first batch: 0, or where a resumed epoch starts.
     #[must_use]
     pub fn first_batch(&self) -> u64 {

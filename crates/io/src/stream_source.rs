@@ -286,18 +286,9 @@ impl<S: Stages> StreamPipeline<S> {
         read: &'a EpochRead,
         ctx: &BatchCtx,
     ) -> Result<MutexGuard<'a, Turn>, LoadError<S::Error>> {
-        let mut turn = lock(&read.turn);
-        while turn.batch != ctx.batch_number() {
-            if ctx.is_cancelled() {
-                return Err(LoadError::Cancelled);
-            }
-            turn = read
-                .handed_on
-                .wait_timeout(turn, WAIT_SLICE)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
-        Ok(turn)
+        let turn = lock(&read.turn);
+        ctx.wait_until(&read.handed_on, turn, |t| t.batch == ctx.batch_number())
+            .ok_or(LoadError::Cancelled)
     }
 }
 

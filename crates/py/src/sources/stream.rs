@@ -21,7 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyIterator, PyList};
 
 use dlrs_core::sync::lock;
-use dlrs_core::{BatchCtx, LoadError, Source, WAIT_SLICE};
+use dlrs_core::{BatchCtx, LoadError, Source};
 
 use crate::errors::no_stop_iteration;
 use crate::pipeline::{Loaded, Pipeline};
@@ -291,17 +291,10 @@ impl StreamSource {
         then: impl FnOnce(Python<'_>, Read) -> Result<R, LoadError<PyErr>>,
     ) -> Result<R, LoadError<PyErr>> {
         let reader = &stream.readers[k];
-        let mut state = lock(&reader.state);
-        while state.next != j {
-            if ctx.is_cancelled() {
-                return Err(LoadError::Cancelled);
-            }
-            state = reader
-                .turn
-                .wait_timeout(state, WAIT_SLICE)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
-        }
+        let state = lock(&reader.state);
+        let mut state = ctx
+            .wait_until(&reader.turn, state, |s| s.next == j)
+            .ok_or(LoadError::Cancelled)?;
         crate::attach::attach(|py| {
             let result = self.read_batch(py, stream, k, &mut state, ctx);
             // The dataset's state after this batch, taken and kept before the turn is handed
