@@ -2,13 +2,12 @@
 //! `TarDataset`); the sources that load them are in [`crate::sources`]. The network ones take
 //! a local cache (`cache_dir=`, `cache_bytes=`: a [`dlrs_io::Cached`] around the dataset).
 //!
-//! - [`args`]: reading the constructors' arguments.
+//! - The constructors' arguments are read by [`crate::args::datasets`].
 //! - `tar_stream`: `TarStream`, tar shards read in order (an iterable dataset).
 //!
 //! The constructors release the interpreter around CPU work only (parsing, building clients),
 //! not around a wait, so it is not sliced; `dataset[i]` waits through [`crate::seam`].
 
-pub mod args;
 mod tar_stream;
 
 pub use tar_stream::{TarStream, TarStreamIter};
@@ -25,6 +24,7 @@ use dlrs_io::{
     TarOptions, redact_url,
 };
 
+use crate::args::datasets as args;
 use crate::errors::io_error;
 use crate::seam::{SIGNAL_SLICE, Slice, wait_interruptibly};
 use crate::text::wrong_type;

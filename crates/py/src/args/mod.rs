@@ -1,7 +1,8 @@
 //! Checks of the arguments Python passes to the native classes: each takes the owner's name and
 //! the argument's, and raises `TypeError` or `ValueError` in one message style
 //! (`"{owner}: {name} must be ..., got {value}"`). The loader's own arguments (`count_arg`,
-//! `flag_arg`, `loader_seed`) are torch's and speak as torch does: without an owner.
+//! `flag_arg`, `loader_seed`) are torch's and speak as torch does: without an owner. The
+//! dataset constructors' keywords, locations and fetch options are read by [`datasets`].
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -10,6 +11,8 @@ use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
 use dlrs_transforms as rt;
 
 use crate::text::{shown, type_name};
+
+pub mod datasets;
 
 /// An int argument (bools refused, `__index__` objects taken) within `[min, max]`.
 pub fn int_arg(

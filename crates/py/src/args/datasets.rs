@@ -100,7 +100,7 @@ impl<'py> Keywords<'py> {
     /// A bool for `name`, false when not given.
     pub fn flag(&self, name: &str) -> PyResult<bool> {
         self.get(name)
-            .map_or(Ok(false), |v| crate::args::flag_arg(name, v))
+            .map_or(Ok(false), |v| super::flag_arg(name, v))
     }
 
     /// A number for `name`, `default` when not given.
