@@ -5,8 +5,8 @@
 //! it the key and extensions the index gave.
 #![no_main]
 
-use dlrs_fuzz::{fix_tar_checksums, shard_file};
-use dlrs_io::{Dataset, FetchOptions, Sample, TarDataset, TarOptions};
+use dlrs_fuzz::{file_shard_options, fix_tar_checksums, shard_file};
+use dlrs_io::{Dataset, Sample, TarDataset};
 use libfuzzer_sys::fuzz_target;
 
 /// The samples read back per input, at most (the index itself covers them all).
@@ -17,11 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let mut data = data.to_vec();
     fix_tar_checksums(&mut data);
     std::fs::write(path, &data).expect("the shard written");
-    let options = TarOptions {
-        fetch: FetchOptions::FILE,
-        index_dir: None,
-        ..TarOptions::default()
-    };
+    let options = file_shard_options();
     let location = path.display().to_string();
     let opened = runtime
         .block_on(TarDataset::open(vec![location], options))

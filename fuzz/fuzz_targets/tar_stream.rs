@@ -6,8 +6,8 @@
 //! map-style `TarDataset` and the stream met no error, both give the same samples in order.
 #![no_main]
 
-use dlrs_fuzz::{fix_tar_checksums, shard_file};
-use dlrs_io::{Dataset, FetchOptions, TarDataset, TarOptions, TarStream};
+use dlrs_fuzz::{file_shard_options, fix_tar_checksums, shard_file};
+use dlrs_io::{Dataset, TarDataset, TarStream};
 use futures::StreamExt;
 use libfuzzer_sys::fuzz_target;
 
@@ -22,11 +22,7 @@ fuzz_target!(|data: &[u8]| {
         fix_tar_checksums(&mut data);
     }
     std::fs::write(path, &data).expect("the shard written");
-    let options = TarOptions {
-        fetch: FetchOptions::FILE,
-        index_dir: None,
-        ..TarOptions::default()
-    };
+    let options = file_shard_options();
     let location = path.display().to_string();
     let stream = TarStream::new(vec![location.clone()], options.clone()).expect("a file location");
     let reads = runtime

@@ -53,3 +53,12 @@ pub fn shard_file(target: &str) -> &'static (dlrs_io::Runtime, std::path::PathBu
         (dlrs_io::Runtime::new(Some(1)).expect("a runtime"), path)
     })
 }
+
+/// The options the tar targets read their shard file with: a local file, no kept index.
+pub fn file_shard_options() -> dlrs_io::TarOptions {
+    dlrs_io::TarOptions {
+        fetch: dlrs_io::FetchOptions::FILE,
+        index_dir: None,
+        ..dlrs_io::TarOptions::default()
+    }
+}
