@@ -7,9 +7,10 @@ with one reader (default) and with one reader per worker.
 
 ``parquet``: a ``datasets.IterableDataset`` streaming local Parquet shards of text, each row
 tokenised (a word-level ``tokenizers`` tokenizer built here), 2 workers: torch's DataLoader
-against ours with one reader per worker (the dataset splits its shards by worker). With
-``--tokenise batch``, both tokenise each batch in their ``collate_fn`` with ``encode_batch``
-(as a data collator does), which runs without the GIL.
+against ours with the same tokenizer run in Rust (``dataloader_rs.text.Tokenize``), and with the
+Python tokenising torch's workers run, by one reader and by one reader per worker (the dataset
+splits its shards by worker). With ``--tokenise batch``, the Python contenders tokenise each
+batch in their ``collate_fn`` with ``encode_batch`` (as a data collator does).
 
     python benches/streams.py [ints|parquet] [--items N] [--batch-size 64] [--rounds 7]
         [--tokenise row|batch] [--json]
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dataloader_rs import PyDataloader
+from dataloader_rs.text import Tokenize
 
 try:
     import torch
@@ -110,6 +112,9 @@ def parquet_runs(n: int, bs: int, tmp: str, per_batch: bool) -> tuple[dict[str, 
 
     step: dict[str, Any] = {"collate_fn": tokenise_batch} if per_batch else {"transform": tokenise}
     runs: dict[str, Callable[[], float]] = {}
+    # The same tokenizer run in Rust: each row gets its ids under "ids", as torch's map gives.
+    native = PyDataloader(ds, batch_size=bs, num_workers=2, transform=Tokenize(tokenizer, field="text", into="ids"))
+    runs["dataloader-rs, 2 workers, Tokenize"] = lambda: epoch(native, n)
     one = PyDataloader(ds, batch_size=bs, num_workers=2, **step)
     runs["dataloader-rs, 2 workers, one reader"] = lambda: epoch(one, n)
     # A reader per worker splits the shards through torch's get_worker_info(), which `datasets`

@@ -5,7 +5,7 @@ milliseconds, and work that releases the interpreter (I/O, NumPy, the Rust datas
 transforms) runs in parallel.
 """
 
-from dataloader_rs import transforms
+from dataloader_rs import text, transforms
 from dataloader_rs._datasets import PyAsyncDataset, PyDataset, PyIterableDataset
 from dataloader_rs._errors import Failure, TooManyFailures
 from dataloader_rs._loader import BatchSampler, PyDataloader, RandomSampler, SequentialSampler, SkipFirstBatches
@@ -45,5 +45,6 @@ __all__ = [
     "__version__",
     "get_worker_info",
     "item_seed",
+    "text",
     "transforms",
 ]

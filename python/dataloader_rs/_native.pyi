@@ -48,6 +48,7 @@ __all__ = [
     "ToHwc",
     "ToRgb",
     "ToRgba",
+    "Tokenize",
     "Transform",
     "TrivialAugmentWide",
     "VFlip",
@@ -409,6 +410,27 @@ class ImageCollator:
     @property
     def pooled(self) -> int: ...
     def __call__(self, items: Iterable[Image] | Iterable[tuple[Image, Any]], /) -> Any: ...
+
+@final
+class Tokenize:
+    def __new__(
+        cls,
+        tokenizer: Any,
+        *,
+        field: str | None = None,
+        into: str = "input_ids",
+        add_special_tokens: bool = True,
+    ) -> Tokenize: ...
+    def __call__(self, item: Any, /) -> Any: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def field(self) -> str | None: ...
+    @property
+    def into(self) -> str: ...
+    @property
+    def add_special_tokens(self) -> bool: ...
+    def __reduce__(self) -> tuple[Any, tuple[str]]: ...
 
 @disjoint_base
 class Transform:

@@ -22,6 +22,7 @@ use crate::errors::{image_error, io_error, no_stop_iteration};
 use crate::run::Skipper;
 use crate::transforms::batch::{ImageBatch, ImageCollator, collate_list};
 use crate::transforms::fixed::{PyTransform, item_from_py, item_into_py};
+use crate::transforms::text::{TextStep, Tokenize};
 use crate::worker::ItemInfo;
 
 /// One item between the dataset and the batch.
@@ -70,6 +71,8 @@ pub enum ItemTransform {
     },
     /// A `dataloader_rs.transforms` object (a Compose or a single transform), run in Rust.
     Native(Arc<dyn Transform>),
+    /// A `dataloader_rs.text.Tokenize`: texts tokenised in Rust.
+    Text(Arc<TextStep>),
 }
 
 /// How the samples of a batch become a batch.
@@ -137,9 +140,15 @@ impl Pipeline {
         return_indices: bool,
     ) -> Self {
         {
-            let transform = transform.map(|t| match t.bind(py).cast::<PyTransform>() {
-                Ok(native) => ItemTransform::Native(native.get().transform()),
-                Err(_) => ItemTransform::Python { f: t, takes_index },
+            let transform = transform.map(|t| {
+                let bound = t.bind(py);
+                if let Ok(native) = bound.cast::<PyTransform>() {
+                    ItemTransform::Native(native.get().transform())
+                } else if let Ok(text) = bound.cast::<Tokenize>() {
+                    ItemTransform::Text(text.get().step())
+                } else {
+                    ItemTransform::Python { f: t, takes_index }
+                }
             });
             let collate = match collate_fn {
                 None => Collate::List,
@@ -185,9 +194,35 @@ impl Pipeline {
                     .map_err(|e| image_error(&e))?;
                 item_into_py(py, out)
             }
+            ItemTransform::Text(step) => step.apply_attached(sample),
         };
         self.stats.transform_took(started);
         out
+    }
+
+    /// Transforms the items of a batch on a thread that holds the interpreter, as
+    /// [`Self::transform_attached`] does one by one; a `Tokenize` reads them all, then
+    /// releases the interpreter once to tokenise them. A failed item keeps its error.
+    pub fn transform_batch_attached<'py>(
+        &self,
+        py: Python<'py>,
+        items: Vec<(u64, PyResult<Bound<'py, PyAny>>)>,
+    ) -> Vec<(u64, PyResult<Bound<'py, PyAny>>)> {
+        if let Some(ItemTransform::Text(step)) = &self.transform {
+            let started = self.stats.transform_clock();
+            let out = step.apply_batch_attached(py, items);
+            self.stats.transform_took(started);
+            return out;
+        }
+        items
+            .into_iter()
+            .map(|(index, item)| {
+                (
+                    index,
+                    item.and_then(|x| self.transform_attached(py, index, x)),
+                )
+            })
+            .collect()
     }
 
     /// Transforms a sample on a thread that does not hold the interpreter: a Python transform
@@ -215,6 +250,21 @@ impl Pipeline {
                     .map(Sample::Native)
                     .map_err(|e| image_error(&e))
             }
+            ItemTransform::Text(step) => match sample {
+                Sample::Bytes(b) if !step.takes_dicts() => {
+                    let ids = step.ids_of_bytes(&b)?;
+                    crate::attach::attach(|py| {
+                        Ok(Sample::Py(PyList::new(py, ids)?.into_any().unbind()))
+                    })
+                }
+                Sample::Native(_) => Err(PyValueError::new_err(
+                    "Tokenize takes text; the item is an image or bytes a transform made",
+                )),
+                other => crate::attach::attach(|py| {
+                    let arg = other.into_py(py)?;
+                    Ok(Sample::Py(step.apply_attached(arg)?.unbind()))
+                }),
+            },
         };
         self.stats.transform_took(started);
         out

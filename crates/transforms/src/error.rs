@@ -151,6 +151,12 @@ pub enum Error {
     /// A batch of no image has no shape.
     #[error("cannot collate an empty batch")]
     EmptyBatch,
+    /// A tokenizer failed on a text.
+    #[error("Tokenize: {reason}")]
+    Text {
+        /// The tokenizer's message.
+        reason: String,
+    },
 }
 
 /// `FromStr` for an enum read from a name: `"name" | "alias" => Variant` per value; any other

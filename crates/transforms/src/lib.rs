@@ -86,6 +86,8 @@ mod resample; // `Interpolation`, the filters and the float weights of both resi
 pub mod tv; // torchvision's uint8 kernels: colour, resize, affine, enhance
 
 pub mod simd; // the switch every SIMD kernel asks (`DLRS_SIMD=off`)
+#[cfg(feature = "text")]
+pub mod text; // `Tokenizer`: a Hugging Face tokenizer from its `tokenizer.json`
 
 pub use augment::{
     ColorJitter, CropBox, EraseValue, Jitter, Op, RandomApply, RandomCrop, RandomErasing,

@@ -508,13 +508,16 @@ impl Source for StreamSource {
             };
             let mut kept = Vec::with_capacity(items.len());
             let mut samples = Vec::with_capacity(items.len());
-            for (index, item) in items {
-                let item = item
-                    .map_err(|e| no_stop_iteration(py, e, "__next__"))
-                    .and_then(|x| {
-                        self.pipeline
-                            .transform_attached(py, index, x.into_bound(py))
-                    });
+            let items = items
+                .into_iter()
+                .map(|(index, item)| {
+                    let item = item
+                        .map(|x| x.into_bound(py))
+                        .map_err(|e| no_stop_iteration(py, e, "__next__"));
+                    (index, item)
+                })
+                .collect();
+            for (index, item) in self.pipeline.transform_batch_attached(py, items) {
                 if let Some(x) = self.pipeline.skipper.kept(py, epoch, index, item)? {
                     samples.push(x);
                     kept.push(index);

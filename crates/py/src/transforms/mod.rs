@@ -7,6 +7,7 @@
 //! - [`image`]: `Image` and `Image.from_array`.
 //! - [`batch`]: `ImageCollator` and `ImageBatch`.
 //! - [`dlpack`]: the buffer protocol and DLPack exports of `Image` and `ImageBatch`.
+//! - [`text`]: `Tokenize`, a Hugging Face tokenizer run in Rust.
 
 use pyo3::prelude::*;
 
@@ -15,6 +16,7 @@ pub mod dlpack;
 pub mod fixed;
 pub mod image;
 pub mod random;
+pub mod text;
 
 /// Adds the transform, image and batch classes to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -57,5 +59,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<image::PyImage>()?;
     m.add_class::<batch::ImageCollator>()?;
     m.add_class::<batch::ImageBatch>()?;
+    m.add_class::<text::Tokenize>()?;
     Ok(())
 }
