@@ -198,6 +198,33 @@ class Texts(PyDataset[str]):
         return self.texts[i]
 
 
+class BatchTexts(Texts):
+    def __getitems__(self, indices: list[int]) -> list[str]:
+        return [self.texts[i] for i in indices]
+
+
+class Failing(Texts):
+    """Item 5 cannot be fetched."""
+
+    def __getitem__(self, i: int) -> str:
+        if i == 5:
+            raise LookupError("no item 5")
+        return self.texts[i]
+
+
+def test_a_map_style_batch_fails_at_its_first_failing_item_fetched_or_tokenised():
+    tok = BUILT["word_level"]
+    texts: list = ["The dog"] * 8
+    texts[2] = 3.5  # tokenising item 2 fails, before item 5 fails to be fetched
+    for first_fails, error, message in (
+        (texts, TypeError, "an item is float"),
+        (["The dog"] * 8, LookupError, "no item 5"),
+    ):
+        loader = PyDataloader(Failing(first_fails), batch_size=8, transform=Tokenize(tok))
+        with pytest.raises(error, match=message):
+            next(iter(loader))
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_a_loader_tokenises_a_stream_and_a_map_style_dataset(num_workers):
     tok = BUILT["bpe_byte_level"]
@@ -206,8 +233,9 @@ def test_a_loader_tokenises_a_stream_and_a_map_style_dataset(num_workers):
     rows = [r for batch in stream for r in batch]
     assert [r["n"] for r in rows] == list(range(203))
     assert [r["input_ids"] for r in rows] == [e.ids for e in tok.encode_batch(texts)]
-    mapped = PyDataloader(Texts(texts), batch_size=16, num_workers=num_workers, transform=Tokenize(tok))
-    assert [ids for batch in mapped for ids in batch] == [e.ids for e in tok.encode_batch(texts)]
+    for kind in (Texts, BatchTexts):
+        mapped = PyDataloader(kind(texts), batch_size=16, num_workers=num_workers, transform=Tokenize(tok))
+        assert [ids for batch in mapped for ids in batch] == [e.ids for e in tok.encode_batch(texts)]
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])

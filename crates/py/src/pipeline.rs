@@ -200,6 +200,12 @@ impl Pipeline {
         out
     }
 
+    /// Whether the transform takes a batch's items at once ([`Self::transform_batch_attached`]);
+    /// the others take them one by one.
+    pub fn transforms_by_batch(&self) -> bool {
+        matches!(self.transform, Some(ItemTransform::Text(_)))
+    }
+
     /// Transforms the items of a batch on a thread that holds the interpreter, as
     /// [`Self::transform_attached`] does one by one; a `Tokenize` reads them all, then
     /// releases the interpreter once to tokenise them. A failed item keeps its error.

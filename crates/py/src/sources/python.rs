@@ -53,13 +53,61 @@ impl Calls {
         index: u64,
         timed: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let sample = self.fetch(py, slot, index, timed)?;
+        self.pipeline.transform_attached(py, index, sample)
+    }
+
+    /// `__getitem__(index)`, not transformed.
+    fn fetch<'py>(
+        &self,
+        py: Python<'py>,
+        slot: &Slot<'_>,
+        index: u64,
+        timed: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         slot.set(index);
         let started = timed.then(Instant::now);
         let sample = self.getitem.bind(py).call1((index,));
         self.pipeline.stats.fetch_took(started);
         let sample = sample.map_err(|e| no_stop_iteration(py, e, "__getitem__"))?;
         self.check_not_coroutine(&sample, "__getitem__")?;
-        self.pipeline.transform_attached(py, index, sample)
+        Ok(sample)
+    }
+
+    /// The items of a batch fetched one by one, then transformed at once (a `Tokenize`): up
+    /// to the first item that fails to be fetched, whose error comes after those of the
+    /// transforms before it, as when each item is transformed as it is fetched.
+    fn fetched_then_transformed<'py>(
+        &self,
+        py: Python<'py>,
+        slot: &Slot<'_>,
+        indices: &[u64],
+        ctx: &BatchCtx,
+    ) -> Result<Vec<Bound<'py, PyAny>>, LoadError<PyErr>> {
+        let mut fetched = Vec::with_capacity(indices.len());
+        let mut failed = None;
+        for (pos, &i) in indices.iter().enumerate() {
+            if ctx.is_cancelled() {
+                return Err(LoadError::Cancelled);
+            }
+            match self.fetch(py, slot, i, pos == 0) {
+                Ok(x) => fetched.push((i, Ok(x))),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let items = self
+            .pipeline
+            .transform_batch_attached(py, fetched)
+            .into_iter()
+            .map(|(_, item)| item)
+            .collect::<PyResult<Vec<_>>>()?;
+        match failed {
+            Some(e) => Err(LoadError::Source(e)),
+            None => Ok(items),
+        }
     }
 
     /// The whole batch in one attachment: `__getitems__` when there is one, else one
@@ -108,6 +156,9 @@ impl Calls {
         }
         let list = match self.getitems_list(py, slot, indices) {
             Some(list) => list?,
+            None if self.pipeline.transforms_by_batch() => {
+                PyList::new(py, self.fetched_then_transformed(py, slot, indices, ctx)?)?
+            }
             None => {
                 // Collected first, then made into a list of the exact size at once (appending
                 // grows the list several times per batch).
@@ -140,6 +191,7 @@ impl Calls {
             let samples = getitems.bind(py).call1((PyList::new(py, indices)?,));
             self.pipeline.stats.fetch_took(Some(started));
             let samples = samples.map_err(|e| no_stop_iteration(py, e, "__getitems__"))?;
+            let by_batch = self.pipeline.transforms_by_batch();
             let mut items = Vec::with_capacity(indices.len());
             for (pos, sample) in samples.try_iter()?.enumerate() {
                 let sample = sample?;
@@ -147,12 +199,24 @@ impl Calls {
                     return Err(wrong_count(indices.len(), pos + 1, true));
                 }
                 self.check_not_coroutine(&sample, "__getitems__")?;
-                slot.set(indices[pos]);
-                items.push(self.pipeline.transform_attached(py, indices[pos], sample)?);
+                if by_batch {
+                    items.push((indices[pos], Ok(sample)));
+                } else {
+                    slot.set(indices[pos]);
+                    let item = self.pipeline.transform_attached(py, indices[pos], sample)?;
+                    items.push((indices[pos], Ok(item)));
+                }
             }
             if items.len() != indices.len() {
                 return Err(wrong_count(indices.len(), items.len(), false));
             }
+            if by_batch {
+                items = self.pipeline.transform_batch_attached(py, items);
+            }
+            let items = items
+                .into_iter()
+                .map(|(_, item)| item)
+                .collect::<PyResult<Vec<_>>>()?;
             PyList::new(py, items)
         })())
     }
