@@ -8,12 +8,18 @@ feature that decodes), the loader reads ``ds.iter`` and splits each chunk into r
 reads ``iter(ds)`` as before.
 
 The loader's native reader sees a ``ChunkedRows`` as the dataset: it iterates it and, after
-each batch, takes its ``state_dict()``: ``{"epoch", "state", "rows_after"}``, the dataset's
-own state at the start of the chunk being read (None: the start of the epoch) and the rows read
-past it. ``load_state_dict`` gives the dataset that state and the next ``iter`` drops those rows:
-a state taken in the middle of a chunk resumes at the row after, whatever chunks it is read in.
-A dataset with a shuffle buffer loses the buffer with its state, so that one is read again and
-dropped (``ChunkedRowsFromStart``, no state of its own), as the loader does for any stream.
+each batch, takes its ``state_dict()``: ``{"epoch", "state", "rows_after", "chunk"}``, the
+dataset's own state at the start of the chunk being read (None: the start of the epoch), the
+rows read past it, and the chunk size (the dataset's state counts chunks of that size: it means
+nothing with another). ``load_state_dict`` gives the dataset that state and the next ``iter``
+reads chunks of that size and drops those rows. The dataset's own state (what a loader reading
+``iter(ds)`` saved) is one of one-row chunks and loads so. A dataset with a shuffle buffer loses
+the buffer with its state: that one is read again from the epoch's start and dropped
+(``ChunkedRowsFromStart``, no state of its own), as the loader does for any stream.
+
+A chunk that fails (a file that cannot be read) holds rows before the error that ``iter(ds)``
+would have given: the rest of the epoch is then read from ``iter(ds)``, from the epoch's start
+with the rows already given dropped, so that the same rows come before the same error.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 CHUNK_ROWS = 64
 MAX_CHUNK_ROWS = 1024
 
-_STATE_KEYS = frozenset({"epoch", "state", "rows_after"})
+_STATE_KEYS = frozenset({"epoch", "state", "rows_after", "chunk"})
 
 
 def chunk_rows(batch_size: int) -> int:
@@ -46,6 +52,7 @@ def _vetted_iterables(module: Any) -> tuple[set[type], type | None, type | None]
         "SkipExamplesIterable",
         "TakeExamplesIterable",
         "BufferShuffledExamplesIterable",
+        "InterleavedShardsExamplesIterable",
         "RebatchedArrowExamplesIterable",
         "FormattedExamplesIterable",
     )
@@ -105,35 +112,42 @@ def chunkable(dataset: object) -> str | None:
 class ChunkedRowsFromStart:
     """The rows of ``dataset`` (a ``datasets.IterableDataset``), read ``chunk`` at a time."""
 
+    #: Whether it has a state of its own (``ChunkedRows``).
+    _stateful = False
+
     def __init__(self, dataset: Any, chunk: int) -> None:
         self.dataset = dataset
         self.chunk = chunk
         #: Chunks read (the fast path at work).
         self.chunks_read = 0
-        #: Times a chunk could not be read or split and the rest was read from ``iter(dataset)``.
+        #: Times a chunk could not be read or split and the rest came from ``iter(dataset)``.
         self.fell_back = 0
+        # What state_dict() says: the epoch, the dataset's state at the start of the chunk
+        # being read (None: the epoch's start), the rows read past it, the chunk size.
         self._epoch = 0
         self._start: Any = None
         self._taken = 0
+        self._size = chunk
+        #: A state loaded for the next iteration.
         self._pending: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.dataset!r}, chunk={self.chunk})"
 
-    def _begin(self) -> tuple[Any, int]:
-        """The state this epoch's iteration starts from and the rows to drop past it."""
-        return None, 0
-
-    def _resume_plain(self, start: Any, skip: int) -> Iterator[Any]:
-        """``iter(dataset)`` from ``start``, its first ``skip`` rows dropped."""
-        if self._stateful:
-            self.dataset.load_state_dict(start)
-        rows = iter(self.dataset)
-        for _ in range(skip):
-            next(rows)  # a StopIteration here ends the rows
-        return rows
-
-    _stateful = False
+    def _begin(self) -> tuple[Any, int, int]:
+        """Where this epoch's iteration starts: the dataset's state (None: the epoch's start),
+        the rows to drop past it, and the chunk size that state was taken with (its meaning
+        depends on it)."""
+        ds = self.dataset
+        pending, self._pending = self._pending, None
+        if pending is not None and pending["epoch"] == ds.epoch:
+            return pending["state"], pending["rows_after"], pending["chunk"]
+        # A state given to the dataset itself (``iter(ds)``'s, of one-row chunks) for this
+        # epoch is where ``iter(ds)`` would start: read on from it in chunks of one row.
+        given = getattr(ds, "_starting_state_dict", None)
+        if isinstance(given, dict) and given.get("epoch") == ds.epoch:
+            return given, 0, 1
+        return None, 0, self.chunk
 
     def __iter__(self) -> Iterator[Any]:
         return self._rows()
@@ -141,52 +155,66 @@ class ChunkedRowsFromStart:
     def _rows(self) -> Iterator[Any]:
         ds = self.dataset
         stateful = self._stateful
-        start, skip = self._begin()
-        self._epoch = ds.epoch
+        origin, skip, size = self._begin()
+        self._epoch, self._size = ds.epoch, size
+        start, taken = origin, 0  # the current chunk's start, the rows read past it
         self._start, self._taken = start, 0
-        taken = 0  # rows read past `start`
-        chunks = ds.iter(batch_size=self.chunk)
+        since = 0  # rows read past `origin`
+        chunks = ds.iter(batch_size=size)
         names = list(ds.features)
         while True:
-            rows = None
             try:
-                chunk = next(chunks)
+                rows = _split(next(chunks), names)
             except StopIteration:
                 return
             except Exception:
-                chunk = None
-            if chunk is not None:
-                rows = _split(chunk, names)
+                # A chunk that fails: its error belongs to one of its rows, after the rows
+                # before it. iter(dataset) reads on from `origin` to it, when a state of one-row
+                # chunks (or none) can say where that is.
+                if origin is not None and size != 1:
+                    raise
+                rows = None
             if rows is None:
-                # A chunk that fails (its error belongs to one row) or that is not rows of the
-                # features: the rest comes from iter(dataset), as without chunks.
-                self.fell_back += 1
-                chunks = None
-                try:
-                    plain = self._resume_plain(start, taken + skip)
-                except StopIteration:
-                    return
-                taken += skip
-                self._taken = taken
-                for row in plain:
-                    taken += 1
-                    self._taken = taken
-                    yield row
-                return
+                break
             self.chunks_read += 1
             after = ds.state_dict() if stateful else None
             if skip:
                 dropped = min(skip, len(rows))
                 skip -= dropped
                 taken += dropped
+                since += dropped
                 rows = rows[dropped:]
             for row in rows:
                 taken += 1
+                since += 1
                 self._taken = taken
                 yield row
             if stateful:
                 start, taken = after, 0
                 self._start, self._taken = start, 0
+        # The rest from iter(dataset), as without chunks.
+        self.fell_back += 1
+        if origin is not None and size != 1:
+            raise RuntimeError(
+                f"a chunk of {type(ds).__name__} was not a dict of the columns {names}: the rest of "
+                "this epoch cannot be read in chunks nor row by row from its state"
+            )
+        chunks = None
+        if origin is not None:
+            ds.load_state_dict(origin)
+        plain = iter(ds)
+        self._start, self._taken = origin, since
+        for _ in range(since + skip):
+            try:
+                next(plain)
+            except StopIteration:
+                return
+        since += skip
+        self._taken = since
+        for row in plain:
+            since += 1
+            self._taken = since
+            yield row
 
 
 class ChunkedRows(ChunkedRowsFromStart):
@@ -195,42 +223,40 @@ class ChunkedRows(ChunkedRowsFromStart):
 
     _stateful = True
 
-    def _begin(self) -> tuple[Any, int]:
-        ds = self.dataset
-        pending, self._pending = self._pending, None
-        if pending is not None and pending["epoch"] == ds.epoch:
-            return pending["state"], pending["rows_after"]
-        # A state the user gave the dataset itself, for this epoch, is where it starts.
-        given = getattr(ds, "_starting_state_dict", None)
-        if isinstance(given, dict) and given.get("epoch") == ds.epoch:
-            return given, 0
-        return None, 0
-
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self._epoch, "state": self._start, "rows_after": self._taken}
+        return {"epoch": self._epoch, "state": self._start, "rows_after": self._taken, "chunk": self._size}
 
     @staticmethod
-    def check_state(state: object) -> None:
+    def check_state(state: object) -> dict[str, Any]:
+        """``state`` as a ``state_dict()``: one of this loader's, or the dataset's own (the
+        state of a loader reading ``iter(dataset)``, which is one of one-row chunks)."""
+        if isinstance(state, dict) and set(state) == {"examples_iterable", "epoch"}:
+            return {"epoch": state["epoch"], "state": state, "rows_after": 0, "chunk": 1}
         if not is_chunk_state(state):
             keys = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise ValueError(
-                "state['dataset_state'] was not taken by a loader reading this "
-                "datasets.IterableDataset in chunks (it has "
-                f"{keys}; a chunked state has epoch, state, rows_after): it was taken with "
-                "another stream_readers, format or dataset"
+                "state['dataset_state'] is neither a state of a datasets.IterableDataset nor one "
+                f"of a loader reading it in chunks (it has {keys})"
             )
         assert isinstance(state, dict)
-        rows = state["rows_after"]
-        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
-            raise ValueError(f"state['dataset_state']['rows_after'] must be an int >= 0, got {rows!r}")
+        for key, least in (("rows_after", 0), ("chunk", 1), ("epoch", 0)):
+            value = state[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"state['dataset_state'][{key!r}] must be an int >= {least}, got {value!r}")
         if state["state"] is not None and not isinstance(state["state"], dict):
             raise ValueError("state['dataset_state']['state'] must be the dataset's state_dict() or None")
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.check_state(state)
+        state = dict(self.check_state(state))
         self.dataset.load_state_dict(state["state"])
-        self._pending = dict(state)
-        self._epoch, self._start, self._taken = state["epoch"], state["state"], state["rows_after"]
+        self._pending = state
+        self._epoch, self._start, self._taken, self._size = (
+            state["epoch"],
+            state["state"],
+            state["rows_after"],
+            state["chunk"],
+        )
 
     def forget(self) -> None:
         """Drops a loaded state not read yet (another state was loaded since)."""
