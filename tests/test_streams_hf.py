@@ -269,6 +269,7 @@ def test_a_read_error_reaches_the_caller_after_the_same_rows(monkeypatch, tmp_pa
 def test_break_and_start_again(paths):
     ds = parquet(paths)
     loader = PyDataloader(ds, batch_size=3, num_workers=2)
+    assert chunked(loader)
     for i, _ in enumerate(loader):
         if i == 2:
             break
@@ -414,3 +415,24 @@ def test_rows_and_resumed_rows_are_exact_for_any_chunking(
             lambda: parquet(paths), stop, workers, chunk=chunk, resume_chunk=resume_chunk, **kwargs
         )
         assert head + list(second) == whole
+
+
+def test_a_dataset_state_for_a_shuffle_buffer_read_again_is_refused(monkeypatch, paths):
+    # Row by row, the loader kept the dataset's state, which loses the shuffle buffer (a resume
+    # was not exact); in chunks it keeps none and reads again.
+    def shuffled():
+        return parquet(paths).shuffle(seed=2, buffer_size=16)
+
+    plain = plain_loader(monkeypatch, shuffled(), batch_size=4)
+    it = iter(plain)
+    next(it)
+    state = plain.state_dict()
+    del it
+    assert state["dataset_state"] is not None
+    fast = PyDataloader(shuffled(), batch_size=4)
+    assert type(fast._stream_source) is ChunkedRowsFromStart
+    with pytest.raises(ValueError, match="keeps none for IterableDataset: its shuffle buffer"):
+        fast.load_state_dict(state)
+    state["dataset_state"] = None
+    fast.load_state_dict(state)
+    assert flat(list(fast)) == flat(list(PyDataloader(shuffled(), batch_size=4)))[4:]

@@ -851,6 +851,11 @@ class PyDataloader(Generic[B]):
             restore = getattr(source, "load_state_dict", None)
             if not self._is_stream or not callable(restore):
                 name = type(self.dataset).__name__
+                if source is not self.dataset:
+                    raise ValueError(
+                        f"state['dataset_state'] is a dataset's state, but this loader keeps none for {name}: "
+                        "its shuffle buffer loses its rows with its state, so a resume reads it again"
+                    )
                 raise ValueError(f"state['dataset_state'] is for a stream with load_state_dict(); {name} has none")
             check = getattr(source, "check_state", None)
             if check is not None:
