@@ -63,6 +63,15 @@ def _split_by_node(dataset: object) -> bool:
     return isinstance(cls, type) and isinstance(dataset, cls) and getattr(dataset, "_distributed", None) is not None
 
 
+def _chunk_state(state: object) -> bool:
+    """Whether ``state`` is the state of a ``datasets.IterableDataset`` read in chunks."""
+    if "datasets" not in sys.modules:
+        return False
+    from dataloader_rs import _hf_stream
+
+    return _hf_stream.is_chunk_state(state)
+
+
 def _is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn)
 
@@ -93,6 +102,22 @@ def _stream_iter(dataset: Any, init: Callable[[int], None] | None) -> Callable[[
         return iter(dataset)
 
     return make_iter
+
+
+def _stream_source(dataset: Any, readers: object, batch_size: object) -> Any:
+    """What the one reader of a stream reads: a ``datasets.IterableDataset``'s rows in chunks
+    where they are the rows of ``iter(dataset)`` (see ``_hf_stream``), else ``dataset``. Readers
+    per worker read ``iter(dataset)``: the dataset splits itself by ``get_worker_info()`` there."""
+    if readers not in (None, "one") or "datasets" not in sys.modules:
+        return dataset
+    from dataloader_rs import _hf_stream
+
+    how = _hf_stream.chunkable(dataset)
+    if how is None:
+        return dataset
+    size = batch_size if isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0 else 1
+    kind = _hf_stream.ChunkedRows if how == "state" else _hf_stream.ChunkedRowsFromStart
+    return kind(dataset, _hf_stream.chunk_rows(size))
 
 
 def _check_stream_options(
@@ -631,9 +656,11 @@ class PyDataloader(Generic[B]):
         elif is_stream:
             if stream_readers == "per_worker":
                 _answer_torch_worker_info()
+            source = _stream_source(dataset, stream_readers, batch_size)
+            args["dataset"] = source
             self._native = _native.Loader(
                 **args,
-                make_iter=_stream_iter(dataset, worker_init_fn) if worker_init_fn is not None else None,
+                make_iter=_stream_iter(source, worker_init_fn) if worker_init_fn is not None else None,
             )
         else:
             getitem = dataset.__getitem__
@@ -656,6 +683,8 @@ class PyDataloader(Generic[B]):
         self._base_seed = native.base_seed
         self.max_failures = max_failures
         self._is_stream = is_stream
+        #: What the native loader reads as the stream: the dataset, or its rows read in chunks.
+        self._stream_source = args["dataset"] if is_stream else None
         self.stream_readers = ("one" if stream_readers is None else stream_readers) if is_stream else None
         self.shuffle_buffer = shuffle_buffer
         self._initialized = True
@@ -817,11 +846,25 @@ class PyDataloader(Generic[B]):
         world_size = _state_int(state, "world_size", 1, optional=True)
         base_seed = _state_int(state, "base_seed", 0, optional=True)  # absent from early states
         dataset_state = state.get("dataset_state")
+        source = self._stream_source
         if dataset_state is not None:
-            restore = getattr(self.dataset, "load_state_dict", None)
+            restore = getattr(source, "load_state_dict", None)
             if not self._is_stream or not callable(restore):
                 name = type(self.dataset).__name__
+                if source is not self.dataset:
+                    raise ValueError(
+                        f"state['dataset_state'] is a dataset's state, but this loader keeps none for {name}: "
+                        "its shuffle buffer loses its rows with its state, so a resume reads it again"
+                    )
                 raise ValueError(f"state['dataset_state'] is for a stream with load_state_dict(); {name} has none")
+            check = getattr(source, "check_state", None)
+            if check is not None:
+                check(dataset_state)
+            elif source is self.dataset and _chunk_state(dataset_state):
+                raise ValueError(
+                    "state['dataset_state'] was taken by a loader reading this datasets.IterableDataset "
+                    "in chunks; this loader reads iter(dataset) (another stream_readers, format or dataset)"
+                )
 
         self._apply_shard()
         taken = {"batch_size": batch_size, "drop_last": drop_last, "rank": rank, "world_size": world_size}
@@ -852,8 +895,11 @@ class PyDataloader(Generic[B]):
         self._native.resume(epoch, position)
         self._resume_position = position
         self._resume_state = None
+        forget = getattr(source, "forget", None)
+        if callable(forget):
+            forget()
         if dataset_state is not None and position > 0:
-            self.dataset.load_state_dict(dataset_state)
+            source.load_state_dict(dataset_state)
             self._native.restore_stream(position)
             self._resume_state = (epoch, position, dataset_state)
         if adopt is not None:
