@@ -323,7 +323,9 @@ impl Source for PySource {
         }
     }
 
+    /// Not when a batch's transform runs without the interpreter (a `Tokenize`): its workers
+    /// then run in parallel for most of the batch, and taking turns would run them one by one.
     fn takes_turns(&self, config: &Config) -> bool {
-        self.gil && config.item_concurrency <= 1
+        self.gil && config.item_concurrency <= 1 && !self.calls.pipeline.transforms_by_batch()
     }
 }
