@@ -51,8 +51,8 @@ case "$VERSION" in
     # compression.zstd is new in 3.14.
     BUILD_DEPS+=(libzstd-dev)
     REQUIRED_MODULES+=" _zstd"
-    # All of these ship cp314 and cp314t wheels.
-    PINS=("numpy==2.4.*" "pillow==13.0.*" "pytest" "pytest-timeout" "hypothesis" "maturin>=1.9,<2")
+    # All of these ship cp314 and cp314t wheels; tokenizers is what the text tests compare with.
+    PINS=("numpy==2.4.*" "pillow==13.0.*" "pytest" "pytest-timeout" "hypothesis" "maturin>=1.9,<2" "tokenizers==0.23.*")
     ;;
   *)
     printf 'python-ft: error: DLRS_PYFT_VERSION=%s: choose 3.13t, 3.14t or 3.14\n' "$VERSION" >&2
