@@ -24,6 +24,7 @@ with the rows already given dropped, so that the same rows come before the same 
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -85,8 +86,8 @@ def chunkable(dataset: object) -> str | None:
     if not features:
         return None
     try:
-        from datasets.features.features import require_decoding
-
+        # Imported by name: `datasets` ships no type information.
+        require_decoding = importlib.import_module("datasets.features.features").require_decoding
         if any(require_decoding(f) for f in features.values()):
             return None
     except Exception:

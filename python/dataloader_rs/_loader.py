@@ -846,7 +846,7 @@ class PyDataloader(Generic[B]):
         world_size = _state_int(state, "world_size", 1, optional=True)
         base_seed = _state_int(state, "base_seed", 0, optional=True)  # absent from early states
         dataset_state = state.get("dataset_state")
-        source = self._stream_source
+        source: Any = self._stream_source
         if dataset_state is not None:
             restore = getattr(source, "load_state_dict", None)
             if not self._is_stream or not callable(restore):
